@@ -1,0 +1,280 @@
+"""The curators' admin: find a record fast, read it comfortably, fix it safely."""
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Count, Q
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+
+from .models import Bug, BugStatus, Feature, Product, QATest
+
+
+class PrettyJSONField(forms.JSONField):
+    """raw_data edited as indented JSON rather than one long line."""
+
+    def prepare_value(self, value):
+        if isinstance(value, str):
+            return value  # the user's invalid input, shown back as typed
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+class StepsField(forms.CharField):
+    """A test's steps, one per line (the list the format carries)."""
+
+    widget = forms.Textarea(attrs={"rows": 6, "cols": 80})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class RecordForm(forms.ModelForm):
+    """Checks that span models: keys unique across all kinds, and relations
+    that stay inside one product."""
+
+    def clean(self):
+        cleaned = super().clean()
+        key = cleaned.get("key")
+        if key:
+            for model in (Product, Feature, QATest, Bug):
+                others = model.objects.filter(key=key)
+                if model is self._meta.model and self.instance.pk:
+                    others = others.exclude(pk=self.instance.pk)
+                if model is not self._meta.model and others.exists():
+                    self.add_error("key", f"{key} is already a {model.KIND}; keys are unique across all kinds.")
+        product = cleaned.get("product")
+        for relation in ("feature", "test"):
+            target = cleaned.get(relation)
+            if product and target and target.product_id != product.pk:
+                self.add_error(relation, f"{target.key} belongs to {target.product.key}, not {product.key}.")
+        return cleaned
+
+
+class QATestForm(RecordForm):
+    steps = StepsField(required=False, help_text="One step per line.")
+
+    class Meta:
+        model = QATest
+        fields = "__all__"
+
+
+class BugForm(RecordForm):
+    raw_data = PrettyJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 90, "style": "font-family: monospace"}),
+        help_text=(
+            "The bug as the tracker sent it. actual_result, expected_result, steps and "
+            "environment are copied from here into the searchable fields on save."
+        ),
+    )
+
+    class Meta:
+        model = Bug
+        fields = "__all__"
+
+    def clean_raw_data(self):
+        value = self.cleaned_data["raw_data"]
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError('raw_data must be a JSON object, like {"actual_result": "..."}.')
+        return value
+
+
+class RecordAdmin(admin.ModelAdmin):
+    form = RecordForm
+    search_help_text = "Search by key or title."
+    list_per_page = 50
+    show_full_result_count = False  # an exact COUNT(*) on every page is slow on big tables
+    readonly_fields = ("created_at", "updated_at")
+    save_on_top = True
+
+
+def changelist_link(model, label: str, **filters) -> str:
+    url = reverse(f"admin:backlog_{model._meta.model_name}_changelist") + "?" + urlencode(filters)
+    return format_html('<a href="{}">{}</a>', url, label)
+
+
+class FeatureInline(admin.TabularInline):
+    model = Feature
+    fields = ("key", "name")
+    extra = 0
+    show_change_link = True
+    classes = ("collapse",)
+
+
+@admin.register(Product)
+class ProductAdmin(RecordAdmin):
+    list_display = ("key", "name", "feature_count", "open_bug_count", "updated_at")
+    ordering = ("key",)  # Meta.ordering is not applied to GROUP BY queries
+    search_fields = ("key", "name")
+    fieldsets = (
+        (None, {"fields": ("key", "name", "description")}),
+        ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+    inlines = [FeatureInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            _features=Count("features", distinct=True),
+            _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+        )
+
+    @admin.display(description="features", ordering="_features")
+    def feature_count(self, product):
+        return changelist_link(Feature, product._features, product__id__exact=product.pk)
+
+    @admin.display(description="open bugs", ordering="_open_bugs")
+    def open_bug_count(self, product):
+        return changelist_link(Bug, product._open_bugs, product__id__exact=product.pk, status__exact="open")
+
+
+class TestInline(admin.TabularInline):
+    model = QATest
+    fields = ("key", "title", "status")
+    extra = 0
+    show_change_link = True
+    verbose_name_plural = "tests of this feature"
+
+
+class BugInline(admin.TabularInline):
+    model = Bug
+    form = BugForm
+    fields = ("key", "title", "severity", "status")
+    extra = 0
+    show_change_link = True
+    verbose_name_plural = "bugs in this feature"
+
+
+@admin.register(Feature)
+class FeatureAdmin(RecordAdmin):
+    list_display = ("key", "name", "product", "test_count", "open_bug_count", "updated_at")
+    ordering = ("key",)
+    list_filter = ("product", "created_at", "updated_at")
+    list_select_related = ("product",)
+    search_fields = ("key", "name")
+    autocomplete_fields = ("product",)
+    fieldsets = (
+        (None, {"fields": ("key", "name", "product")}),
+        ("Details", {"fields": ("description", "acceptance_criteria")}),
+        ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+    inlines = [TestInline, BugInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            _tests=Count("tests", distinct=True),
+            _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+        )
+
+    @admin.display(description="tests", ordering="_tests")
+    def test_count(self, feature):
+        return changelist_link(QATest, feature._tests, feature__id__exact=feature.pk)
+
+    @admin.display(description="open bugs", ordering="_open_bugs")
+    def open_bug_count(self, feature):
+        return changelist_link(Bug, feature._open_bugs, feature__id__exact=feature.pk, status__exact="open")
+
+
+@admin.register(QATest)
+class QATestAdmin(RecordAdmin):
+    form = QATestForm
+    list_display = ("key", "title", "product", "feature", "status", "updated_at")
+    list_filter = ("product", "status", "created_at", "updated_at")
+    list_select_related = ("product", "feature")
+    search_fields = ("key", "title")
+    autocomplete_fields = ("product", "feature")
+    date_hierarchy = "created_at"
+    fieldsets = (
+        (None, {"fields": ("key", "title", "status", "product", "feature")}),
+        ("Case", {"fields": ("description", "steps")}),
+        ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+    actions = ["mark_active", "mark_archived"]
+
+    @admin.action(description="Mark selected tests active")
+    def mark_active(self, request, queryset):
+        set_status(self, request, queryset, "active")
+
+    @admin.action(description="Archive selected tests")
+    def mark_archived(self, request, queryset):
+        set_status(self, request, queryset, "archived")
+
+
+SEVERITY_COLOURS = {"critical": "#b00020", "high": "#d9480f", "medium": "#a36a00", "low": "#4a6b2f"}
+
+
+@admin.register(Bug)
+class BugAdmin(RecordAdmin):
+    form = BugForm
+    list_display = ("key", "title", "product", "feature", "severity_badge", "status", "created_at")
+    list_display_links = ("key", "title")
+    list_filter = ("product", "severity", "status", "created_at", "updated_at")
+    list_select_related = ("product", "feature")
+    search_fields = ("key", "title")
+    autocomplete_fields = ("product", "feature", "test")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "actual_result", "expected_result", "steps_text", "environment", "created_at", "updated_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("key", "title", ("severity", "status"), "product", "feature", "test")}),
+        ("Report", {"fields": ("description",)}),
+        (
+            "Searchable fields, from raw data",
+            {
+                "fields": ("actual_result", "expected_result", "steps_text", "environment"),
+                "description": "Read-only: edit raw data below and save to change them.",
+            },
+        ),
+        ("Raw data from the tracker", {"fields": ("raw_data",)}),
+        ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+    actions = ["mark_fixed", "mark_rejected", "mark_duplicate", "reopen"]
+
+    @admin.display(description="severity", ordering="severity")
+    def severity_badge(self, bug):
+        if not bug.severity:
+            return "—"
+        return format_html(
+            '<span style="color:{};font-weight:600">{}</span>',
+            SEVERITY_COLOURS[bug.severity],
+            bug.get_severity_display(),
+        )
+
+    @admin.display(description="steps")
+    def steps_text(self, bug):
+        if not bug.steps:
+            return "—"
+        return format_html(
+            "<ol style='margin:0;padding-left:1.2em'>{}</ol>",
+            format_html_join("", "<li>{}</li>", ((step,) for step in bug.steps.splitlines())),
+        )
+
+    @admin.action(description="Mark selected bugs fixed")
+    def mark_fixed(self, request, queryset):
+        set_status(self, request, queryset, "fixed")
+
+    @admin.action(description="Reject selected bugs")
+    def mark_rejected(self, request, queryset):
+        set_status(self, request, queryset, "rejected")
+
+    @admin.action(description="Mark selected bugs as duplicates")
+    def mark_duplicate(self, request, queryset):
+        set_status(self, request, queryset, "duplicate")
+
+    @admin.action(description="Reopen selected bugs")
+    def reopen(self, request, queryset):
+        set_status(self, request, queryset, "open")
+
+
+def set_status(model_admin, request, queryset, status: str) -> None:
+    count = queryset.update(status=status, updated_at=timezone.now())
+    model_admin.message_user(request, f"{count} record(s) set to {status}.", messages.SUCCESS)

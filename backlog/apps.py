@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BacklogConfig(AppConfig):
+    name = "backlog"
+    verbose_name = "Backlog"

@@ -1,0 +1,34 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from backlog.interchange import dumps
+from backlog.models import RECORD_MODELS
+from backlog.services import KIND_ORDER, count_records, export_records
+
+from ._progress import progress_bars
+
+
+class Command(BaseCommand):
+    help = "Export QA records as JSON Lines in the interchange format (FORMAT.md)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("-o", "--output", default="-", help="file to write (default: standard output)")
+        parser.add_argument("--kind", action="append", choices=list(RECORD_MODELS), help="only this kind (repeatable)")
+        parser.add_argument("--product", action="append", help="only records of this product key (repeatable)")
+        parser.add_argument("--progress", action="store_true", default=None)
+        parser.add_argument("--no-progress", dest="progress", action="store_false")
+
+    def handle(self, output, kind, product, progress, **options):
+        kinds = kind or list(KIND_ORDER)
+        try:
+            out = self.stdout if output == "-" else open(output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc.strerror}") from exc
+        bar = progress_bars(progress)("exporting", count_records(kinds, product))
+        try:
+            for record in export_records(kinds, product):
+                out.write(dumps(record) + "\n")
+                bar.update(1)
+        finally:
+            bar.close()
+            if out is not self.stdout:
+                out.close()

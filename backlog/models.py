@@ -1,0 +1,181 @@
+"""QA records: products, their features, test cases and bugs.
+
+The shape follows the interchange format (shared FORMAT.md). Every record has
+a `key` that people and agents use (`PRD-3`, `BUG-1043`), unique across all
+four kinds; relations point at rows but are imported and exported by key.
+
+A bug's `actual_result`, `expected_result`, `steps` and `environment` are
+stored generated columns computed by PostgreSQL from `raw_data` (see
+`backlog.db.raw_text`). The database, not Python, keeps them in sync, so every
+write path (save, bulk_create, queryset.update, raw SQL, import) is covered.
+"""
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models.functions import Upper
+from django.utils import timezone
+
+from .db import RawText
+
+KEY_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+key_validator = RegexValidator(
+    KEY_PATTERN,
+    "A key is 1 to 64 letters, digits, '-', '_' or '.', like BUG-1043.",
+)
+TITLE_MAX_LENGTH = 500
+
+
+class Severity(models.TextChoices):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class BugStatus(models.TextChoices):
+    OPEN = "open"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FIXED = "fixed"
+    DUPLICATE = "duplicate"
+
+
+class TestStatus(models.TextChoices):
+    __test__ = False  # an enum, not a pytest test class
+
+    DRAFT = "draft"
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+def title_trigram_index(field: str, name: str) -> GinIndex:
+    # Django's admin search runs UPPER(col) LIKE UPPER('%term%'); a trigram
+    # index on that exact expression keeps it fast on a million rows.
+    return GinIndex(OpClass(Upper(field), name="gin_trgm_ops"), name=name)
+
+
+class Record(models.Model):
+    """Fields every kind shares."""
+
+    key = models.CharField(max_length=64, unique=True, validators=[key_validator])
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    KIND: str  # the `kind` of the interchange format
+
+    class Meta:
+        abstract = True
+
+    def __str__(self):
+        return f"{self.key} {self.display_title}"
+
+    @property
+    def display_title(self) -> str:
+        return getattr(self, "title", None) or getattr(self, "name", "")
+
+    def save(self, *args, **kwargs):
+        # An edit (admin, shell, API) records its time; a new record keeps the
+        # times it was given. Import writes in bulk and keeps the file's times.
+        if not self._state.adding:
+            self.updated_at = timezone.now()
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "updated_at"}
+        super().save(*args, **kwargs)
+
+
+class Product(Record):
+    KIND = "product"
+
+    name = models.CharField(max_length=TITLE_MAX_LENGTH)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["key"]
+        indexes = [title_trigram_index("name", "product_name_trgm")]
+
+
+class Feature(Record):
+    KIND = "feature"
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="features")
+    name = models.CharField(max_length=TITLE_MAX_LENGTH)
+    description = models.TextField(blank=True)
+    acceptance_criteria = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["key"]
+        indexes = [title_trigram_index("name", "feature_name_trgm")]
+
+
+class QATest(Record):
+    """A test case. Not called `Test` so that pytest never collects it."""
+
+    KIND = "test"
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="tests")
+    feature = models.ForeignKey(
+        Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="tests"
+    )
+    title = models.CharField(max_length=TITLE_MAX_LENGTH)
+    description = models.TextField(blank=True)
+    steps = ArrayField(models.TextField(), default=list, blank=True)
+    status = models.CharField(max_length=16, choices=TestStatus, default=TestStatus.ACTIVE)
+
+    class Meta:
+        db_table = "backlog_test"
+        verbose_name = "test"
+        ordering = ["key"]
+        indexes = [title_trigram_index("title", "test_title_trgm")]
+
+
+class Bug(Record):
+    KIND = "bug"
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="bugs")
+    feature = models.ForeignKey(
+        Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs"
+    )
+    test = models.ForeignKey(
+        QATest, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs"
+    )
+    title = models.CharField(max_length=TITLE_MAX_LENGTH)
+    description = models.TextField(blank=True)
+    severity = models.CharField(max_length=16, choices=Severity, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=BugStatus, default=BugStatus.OPEN)
+    raw_data = models.JSONField(default=dict, blank=True)
+
+    actual_result = models.GeneratedField(
+        expression=RawText("raw_data", "actual_result"),
+        output_field=models.TextField(null=True),
+        db_persist=True,
+    )
+    expected_result = models.GeneratedField(
+        expression=RawText("raw_data", "expected_result"),
+        output_field=models.TextField(null=True),
+        db_persist=True,
+    )
+    steps = models.GeneratedField(
+        expression=RawText("raw_data", "steps"),
+        output_field=models.TextField(null=True),
+        db_persist=True,
+    )
+    environment = models.GeneratedField(
+        expression=RawText("raw_data", "environment"),
+        output_field=models.TextField(null=True),
+        db_persist=True,
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            title_trigram_index("title", "bug_title_trgm"),
+            models.Index(fields=["product", "status", "severity"], name="bug_triage_idx"),
+        ]
+
+
+RECORD_MODELS: dict[str, type[Record]] = {
+    model.KIND: model for model in (Product, Feature, QATest, Bug)
+}

@@ -1,0 +1,396 @@
+"""Import and export of records: operations that cross the four models.
+
+`import_records` validates a whole file first and reports every problem with
+its line number; only then does it write, in one transaction, upserting by
+key and touching only records that differ from what is stored. Re-importing
+the same file therefore changes nothing. `export_records` writes the same
+format back.
+"""
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from . import interchange
+from .models import RECORD_MODELS, Product
+
+# Dependency order: a record is written after the records it names.
+KIND_ORDER = ("product", "feature", "test", "bug")
+
+# The stored fields of each kind, in the order the format writes them;
+# relations are named by key in the file and by id in the table.
+FIELDS = {
+    "product": ["name", "description", "created_at", "updated_at"],
+    "feature": ["product", "name", "description", "acceptance_criteria", "created_at", "updated_at"],
+    "test": ["product", "feature", "title", "description", "steps", "status", "created_at", "updated_at"],
+    "bug": [
+        "product", "feature", "test", "title", "description", "severity", "status",
+        "raw_data", "created_at", "updated_at",
+    ],
+}
+RELATIONS = ("product", "feature", "test")
+BATCH_SIZE = 2000
+
+class _NoProgress:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# A progress factory: (description, total or None) -> an object with
+# tqdm's update(n) and close(). The command passes tqdm itself.
+Progress = Callable[[str, int | None], Any]
+
+
+def no_progress(description: str, total: int | None) -> _NoProgress:
+    return _NoProgress()
+
+
+@dataclass
+class Problem:
+    line: int | None
+    key: str | None
+    message: str
+
+    def __str__(self):
+        where = f"line {self.line}" if self.line is not None else "file"
+        return f"{where}: {self.key + ': ' if self.key else ''}{self.message}"
+
+
+@dataclass
+class ImportReport:
+    created: Counter = field(default_factory=Counter)
+    updated: Counter = field(default_factory=Counter)
+    unchanged: Counter = field(default_factory=Counter)
+    problems: list[Problem] = field(default_factory=list)
+    written: bool = False
+
+    @property
+    def changed(self) -> int:
+        return sum(self.created.values()) + sum(self.updated.values())
+
+    def summary(self) -> str:
+        def part(counter: Counter) -> str:
+            total = sum(counter.values())
+            detail = ", ".join(f"{counter[k]} {k}" for k in KIND_ORDER if counter[k])
+            return f"{total}" + (f" ({detail})" if detail else "")
+
+        return (
+            f"created {part(self.created)}, updated {part(self.updated)}, "
+            f"unchanged {part(self.unchanged)}"
+        )
+
+
+@dataclass
+class _Parsed:
+    line: int
+    record: interchange._Record
+
+
+class ImportAborted(Exception):
+    """Raised inside the transaction to roll back a dry run or a failed write."""
+
+
+def import_records(
+    lines: Iterable[str | bytes],
+    *,
+    skip_invalid: bool = False,
+    dry_run: bool = False,
+    progress: Progress = no_progress,
+    total_lines: int | None = None,
+) -> ImportReport:
+    """Validate and upsert the records in `lines` (the interchange format).
+
+    All or nothing by default: any problem leaves the database untouched.
+    With `skip_invalid`, valid records are written and invalid ones (and the
+    records that name them) are reported. `dry_run` reports what would
+    change and writes nothing.
+    """
+    report = ImportReport()
+    parsed, invalid = _parse(lines, report, progress, total_lines)
+    with transaction.atomic():
+        resolved = _resolve(parsed, invalid, report)
+        if report.problems and not skip_invalid:
+            return report
+        plan = _plan(resolved, report)
+        if dry_run:
+            return report
+        try:
+            with transaction.atomic():
+                _write(plan, progress)
+        except DatabaseError as exc:
+            report.problems.append(Problem(None, None, f"the database refused the import: {exc}"))
+            report.created.clear()
+            report.updated.clear()
+            return report
+        report.written = True
+    return report
+
+
+def _parse(lines, report, progress, total_lines) -> tuple[list[_Parsed], dict[str, int]]:
+    """The valid records, and the keys (with lines) of the invalid ones."""
+    parsed: list[_Parsed] = []
+    invalid: dict[str, int] = {}
+    first_line_of: dict[str, int] = {}
+    bar = progress("validating", total_lines)
+    for number, line in enumerate(lines, start=1):
+        bar.update(1)
+        if not line.strip():
+            continue
+        record, problems = interchange.parse_line(line)
+        if problems:
+            key = _guess_key(line)
+            report.problems.extend(Problem(number, key, message) for message in problems)
+            if key:
+                first_line_of.setdefault(key, number)
+                invalid.setdefault(key, number)
+            continue
+        if record.key in first_line_of:
+            report.problems.append(
+                Problem(number, record.key, f"the key is already used on line {first_line_of[record.key]}")
+            )
+            continue
+        first_line_of[record.key] = number
+        parsed.append(_Parsed(number, record))
+    bar.close()
+    return parsed, invalid
+
+
+def _guess_key(line: str | bytes) -> str | None:
+    """The key of an invalid line, when one can be read, to make reports findable."""
+    try:
+        key = interchange.json.loads(line).get("key")
+    except (ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) and len(key) <= 64 else None
+
+
+@dataclass
+class _Stored:
+    kind: str
+    id: int
+    product_id: int | None  # a feature's or test's product, to check consistency
+
+
+def _stored(keys: set[str]) -> dict[str, _Stored]:
+    """The records already in the database under any of `keys`, of any kind."""
+    found: dict[str, _Stored] = {}
+    keys = list(keys)
+    for kind, model in RECORD_MODELS.items():
+        columns = ["key", "id"] + (["product_id"] if kind in ("feature", "test") else [])
+        for start in range(0, len(keys), 10_000):
+            rows = model.objects.filter(key__in=keys[start : start + 10_000]).values_list(*columns)
+            for key, pk, *product in rows:
+                found[key] = _Stored(kind, pk, product[0] if product else None)
+    return found
+
+
+def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportReport) -> list[_Parsed]:
+    """Check keys and relations against the file and the database.
+
+    Returns the records that can be written. A record naming a record that
+    was rejected is rejected too, so `skip_invalid` never writes a dangling
+    relation.
+    """
+    in_file = {p.record.key: p for p in parsed}
+    named = {key for p in parsed for key in p.record.relations().values()}
+    stored = _stored(set(in_file) | named)
+
+    rejected: set[str] = set()
+    for p in parsed:
+        other = stored.get(p.record.key)
+        if other and other.kind != p.record.kind:
+            report.problems.append(
+                Problem(p.line, p.record.key, f"the key already belongs to a {other.kind}; keys are unique across all kinds")
+            )
+            rejected.add(p.record.key)
+
+    stored_product_keys = dict(
+        Product.objects.filter(
+            id__in={s.product_id for s in stored.values() if s.product_id}
+        ).values_list("id", "key")
+    )
+
+    def product_key_of(key: str) -> str | None:
+        """The product of a feature or test, from the file or the database."""
+        if key in in_file:
+            return getattr(in_file[key].record, "product", None)
+        if key in stored:
+            return stored_product_keys.get(stored[key].product_id)
+        return None
+
+    for p in parsed:
+        if p.record.key in rejected:
+            continue
+        for relation, target in p.record.relations().items():
+            want = interchange.RELATION_KINDS[relation]
+            have = in_file[target].record.kind if target in in_file else (stored[target].kind if target in stored else None)
+            if target in invalid:
+                problem = f"it names {target}, which was rejected (line {invalid[target]})"
+            elif have is None:
+                problem = f"{relation} {target} is neither in the file nor stored; import it first or fix the key"
+            elif have != want:
+                problem = f"{relation} {target} is a {have}, not a {want}"
+            elif relation != "product" and product_key_of(target) != p.record.product:
+                problem = f"{relation} {target} belongs to product {product_key_of(target)}, not {p.record.product}"
+            else:
+                continue
+            report.problems.append(Problem(p.line, p.record.key, problem))
+            rejected.add(p.record.key)
+
+    # Reject, transitively, what names a rejected record.
+    changed = True
+    while changed:
+        changed = False
+        for p in parsed:
+            if p.record.key in rejected:
+                continue
+            bad = [t for t in p.record.relations().values() if t in rejected]
+            if bad:
+                line = in_file[bad[0]].line
+                report.problems.append(Problem(p.line, p.record.key, f"it names {bad[0]}, which was rejected (line {line})"))
+                rejected.add(p.record.key)
+                changed = True
+
+    report.problems.sort(key=lambda problem: (problem.line or 0))
+    return [p for p in parsed if p.record.key not in rejected]
+
+
+@dataclass
+class _Plan:
+    writes: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    # Relations to records created in this same import, filled in by key
+    # once those rows have ids.
+    pending: dict[str, list[tuple[dict, str, str]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def _plan(resolved: list[_Parsed], report: ImportReport) -> _Plan:
+    by_kind: dict[str, list[_Parsed]] = defaultdict(list)
+    for p in resolved:
+        by_kind[p.record.kind].append(p)
+
+    keys_named = {key for p in resolved for key in p.record.relations().values()}
+    ids = {key: s.id for key, s in _stored(keys_named).items()}
+    now = timezone.now()
+    plan = _Plan()
+
+    for kind in KIND_ORDER:
+        model = RECORD_MODELS[kind]
+        records = by_kind.get(kind, [])
+        current = _current_values(model, kind, [p.record.key for p in records])
+        for p in records:
+            values = _values(kind, p.record)
+            before = current.get(p.record.key)
+            if before is not None:
+                content_same = all(
+                    before[name] == values[name]
+                    for name in FIELDS[kind]
+                    if name not in ("created_at", "updated_at")
+                )
+                if p.record.created_at is None:
+                    values["created_at"] = before["created_at"]
+                if p.record.updated_at is None:
+                    values["updated_at"] = before["updated_at"] if content_same else now
+                if content_same and values["created_at"] == before["created_at"] and values["updated_at"] == before["updated_at"]:
+                    report.unchanged[kind] += 1
+                    continue
+                report.updated[kind] += 1
+            else:
+                values["created_at"] = values["created_at"] or now
+                values["updated_at"] = values["updated_at"] or values["created_at"]
+                report.created[kind] += 1
+            row = {"key": p.record.key}
+            for name in FIELDS[kind]:
+                if name in RELATIONS:
+                    target = values[name]
+                    if target is None:
+                        row[f"{name}_id"] = None
+                    elif target in ids:
+                        row[f"{name}_id"] = ids[target]
+                    else:
+                        plan.pending[kind].append((row, name, target))
+                else:
+                    row[name] = values[name]
+            plan.writes[kind].append(row)
+    return plan
+
+
+def _values(kind: str, record) -> dict:
+    return {name: getattr(record, name) for name in FIELDS[kind]}
+
+
+def _current_values(model, kind: str, keys: list[str]) -> dict[str, dict]:
+    """Stored values of `keys`, with relations as keys, to compare with the file."""
+    columns = [f"{name}__key" if name in RELATIONS else name for name in FIELDS[kind]]
+    current = {}
+    for start in range(0, len(keys), 10_000):
+        for row in model.objects.filter(key__in=keys[start : start + 10_000]).values("key", *columns):
+            current[row.pop("key")] = {name.removesuffix("__key"): value for name, value in row.items()}
+    return current
+
+
+def _write(plan: _Plan, progress: Progress) -> None:
+    written_ids: dict[str, int] = {}
+    bar = progress("writing", sum(len(rows) for rows in plan.writes.values()))
+    for kind in KIND_ORDER:
+        rows = plan.writes.get(kind)
+        if not rows:
+            continue
+        for row, name, target in plan.pending.get(kind, ()):
+            row[f"{name}_id"] = written_ids[target]
+        model = RECORD_MODELS[kind]
+        for batch in _batches(rows, BATCH_SIZE):
+            # INSERT ... ON CONFLICT (key) DO UPDATE: one statement a batch
+            # for new and changed records alike; ids come back by RETURNING.
+            objs = model.objects.bulk_create(
+                [model(**row) for row in batch],
+                update_conflicts=True,
+                unique_fields=["key"],
+                update_fields=FIELDS[kind],
+            )
+            written_ids.update((obj.key, obj.pk) for obj in objs)
+            bar.update(len(batch))
+    bar.close()
+
+
+def _batches(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+EXPORT_COLUMNS = {
+    kind: ["key"] + [f"{name}__key" if name in RELATIONS else name for name in fields]
+    for kind, fields in FIELDS.items()
+}
+
+
+def export_records(kinds: Iterable[str] = KIND_ORDER, products: Iterable[str] | None = None) -> Iterator[dict]:
+    """Every stored record (of `kinds`, of `products`) in the interchange format,
+    in dependency order so that the output can be imported as it is."""
+    products = list(products or [])
+    for kind in KIND_ORDER:
+        if kind not in kinds:
+            continue
+        queryset = RECORD_MODELS[kind].objects.order_by("id")
+        if products:
+            queryset = queryset.filter(**{"key__in" if kind == "product" else "product__key__in": products})
+        for row in queryset.values(*EXPORT_COLUMNS[kind]).iterator(chunk_size=BATCH_SIZE):
+            yield interchange.to_record(kind, {name.removesuffix("__key"): value for name, value in row.items()})
+
+
+def count_records(kinds: Iterable[str] = KIND_ORDER, products: Iterable[str] | None = None) -> int:
+    products = list(products or [])
+    total = 0
+    for kind in kinds:
+        queryset = RECORD_MODELS[kind].objects.all()
+        if products:
+            queryset = queryset.filter(**{"key__in" if kind == "product" else "product__key__in": products})
+        total += queryset.count()
+    return total
+

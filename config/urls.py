@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+admin.site.site_header = "QA Search curation"
+admin.site.site_title = "QA Search admin"
+admin.site.index_title = "Products, features, tests and bugs"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+]

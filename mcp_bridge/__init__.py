@@ -1,0 +1,1 @@
+"""The MCP surface (`manage.py mcp`): a thin layer over `search/`."""

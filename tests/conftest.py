@@ -1,0 +1,63 @@
+"""Shared characters and helpers.
+
+The story: Tramline Mobile is a transit ticketing app. Its "Season pass
+renewal" feature has a test and a bug reported against it on Android 14.
+Ledgerly is an invoicing web app with a PDF export feature.
+"""
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from backlog.services import import_records
+
+
+def jsonl(*records: dict) -> str:
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+TRAMLINE = [
+    {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile", "description": "Ticketing app for city transit"},
+    {"kind": "feature", "key": "FEAT-7", "product": "PRD-1", "name": "Season pass renewal",
+     "acceptance_criteria": "Given an expiring pass, when I tap Renew, then the payment sheet opens"},
+    {"kind": "test", "key": "TEST-3", "product": "PRD-1", "feature": "FEAT-7",
+     "title": "Renew an expired pass with a saved card", "steps": ["Open Passes", "Tap Renew", "Pay"],
+     "status": "active", "created_at": "2026-01-10T08:00:00+00:00", "updated_at": "2026-01-11T08:00:00+00:00"},
+    {"kind": "bug", "key": "BUG-12", "product": "PRD-1", "feature": "FEAT-7", "test": "TEST-3",
+     "title": "Renewal button does nothing on Android 14", "severity": "high", "status": "open",
+     "created_at": "2026-02-01T10:00:00+00:00", "updated_at": "2026-02-02T10:00:00+00:00",
+     "raw_data": {"actual_result": "Tapping Renew shows a spinner forever",
+                  "expected_result": "The payment sheet opens", "steps": ["Open Passes", "Tap Renew"],
+                  "environment": "Pixel 7, Android 14", "reporter": "dana"}},
+    {"kind": "product", "key": "PRD-2", "name": "Ledgerly", "description": "Invoicing for small firms"},
+    {"kind": "feature", "key": "FEAT-9", "product": "PRD-2", "name": "PDF export"},
+]
+
+
+@pytest.fixture
+def tramline(db):
+    report = import_records(jsonl(*TRAMLINE).splitlines())
+    assert report.written and not report.problems, report.problems
+    return report
+
+
+def run_import(text: str, *args: str) -> tuple[int, str, str]:
+    """Run `manage.py import_records -` on `text`; (exit code, stdout, stderr)."""
+    import sys
+
+    from django.core.management.base import CommandError
+
+    out, err = io.StringIO(), io.StringIO()
+    stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(text.encode()))
+    try:
+        call_command("import_records", "-", *args, stdout=out, stderr=err)
+        code = 0
+    except CommandError as exc:
+        err.write(str(exc))
+        code = 1
+    finally:
+        sys.stdin = stdin
+    return code, out.getvalue(), err.getvalue()

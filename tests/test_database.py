@@ -1,0 +1,112 @@
+"""The embedded PostgreSQL: real, shared by processes, persistent; and the
+user's own server through DATABASE_URL."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.core.management.base import CommandError
+from django.db import connection
+
+from backlog.db import ensure_extension
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str, env: dict, **kwargs) -> subprocess.CompletedProcess | subprocess.Popen:
+    command = [sys.executable, str(ROOT / "manage.py"), *args]
+    full_env = {**os.environ, **env}
+    full_env.pop("DATABASE_URL", None) if "DATABASE_URL" not in env else None
+    if kwargs.pop("background", False):
+        return subprocess.Popen(command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    return subprocess.run(command, env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def shell(code: str, env: dict) -> str:
+    result = manage("shell", "--no-imports", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.django_db
+def test_the_database_is_postgresql_18_with_pgvector_and_pg_trgm():
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version_num")
+        version = int(cursor.fetchone()[0])
+        cursor.execute("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm') ORDER BY 1")
+        extensions = [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT '[1,2,3]'::vector <=> '[1,2,4]'::vector < 0.01, similarity('checkout', 'chekout') > 0.3")
+        works = cursor.fetchone()
+
+    assert version >= 180000
+    assert extensions == ["pg_trgm", "vector"]
+    assert works == (True, True)
+
+
+@pytest.mark.django_db
+def test_a_server_without_an_extension_gets_one_clear_error():
+    with pytest.raises(CommandError) as raised:
+        ensure_extension(connection, "no_such_extension", "apt install postgresql-18-no-such-extension")
+
+    message = str(raised.value)
+    assert "no 'no_such_extension' extension" in message
+    assert "apt install postgresql-18-no-such-extension" in message
+    assert "unset DATABASE_URL" in message
+
+
+@pytest.mark.slow
+def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_its_data(tmp_path):
+    env = {"EMBEDDED_PG_DIR": str(tmp_path / "pgdata")}
+    pid_file = tmp_path / "pgdata" / "postmaster.pid"
+
+    # A long-lived process (think: the dev server) attaches and waits.
+    holder = manage(
+        "shell", "--no-imports", "-c",
+        "from django.db import connection\n"
+        "c = connection.cursor(); c.execute('CREATE TABLE note (body text)');"
+        "c.execute(\"INSERT INTO note VALUES ('kept')\"); c.execute('SELECT pg_postmaster_start_time()');"
+        "print(c.fetchone()[0], flush=True); input()",
+        env=env, background=True,
+    )
+    try:
+        started = holder.stdout.readline().strip()
+        assert started, "the first process could not start the embedded server"
+        # A second process (think: manage.py mcp) joins the same server.
+        seen = shell(
+            "from django.db import connection\nc = connection.cursor(); c.execute('SELECT pg_postmaster_start_time()');"
+            "print(c.fetchone()[0])",
+            env,
+        )
+        assert seen == started
+        assert pid_file.exists(), "the server must outlive the second process while the first holds it"
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+
+    deadline = time.monotonic() + 30
+    while pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pid_file.exists(), "the server should stop when the last process exits"
+
+    # Started again, it has the data.
+    assert shell("from django.db import connection\nc = connection.cursor(); c.execute('SELECT body FROM note');"
+                 "print(c.fetchone()[0])", env) == "kept"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_database_url_selects_the_users_server():
+    socket_dir = connection.get_connection_params()["host"]
+    url = f"postgresql://postgres@{quote(socket_dir, safe='')}/{connection.settings_dict['NAME']}"
+
+    out = shell(
+        "from django.db import connection\nc = connection.cursor(); c.execute('SELECT current_database()');"
+        "print(connection.settings_dict['ENGINE'], c.fetchone()[0])",
+        {"DATABASE_URL": url},
+    )
+
+    assert out == f"django.db.backends.postgresql {connection.settings_dict['NAME']}"
