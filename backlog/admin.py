@@ -122,9 +122,13 @@ class ProductAdmin(RecordAdmin):
     inlines = [FeatureInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            _features=Count("features", distinct=True),
-            _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _features=Count("features", distinct=True),
+                _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+            )
         )
 
     @admin.display(description="features", ordering="_features")
@@ -169,9 +173,13 @@ class FeatureAdmin(RecordAdmin):
     inlines = [TestInline, BugInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            _tests=Count("tests", distinct=True),
-            _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _tests=Count("tests", distinct=True),
+                _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+            )
         )
 
     @admin.display(description="tests", ordering="_tests")
@@ -222,7 +230,12 @@ class BugAdmin(RecordAdmin):
     autocomplete_fields = ("product", "feature", "test")
     date_hierarchy = "created_at"
     readonly_fields = (
-        "actual_result", "expected_result", "steps_text", "environment", "created_at", "updated_at",
+        "actual_result",
+        "expected_result",
+        "steps_text",
+        "environment",
+        "created_at",
+        "updated_at",
     )
     fieldsets = (
         (None, {"fields": ("key", "title", ("severity", "status"), "product", "feature", "test")}),

@@ -76,9 +76,7 @@ class CreateRequiredExtension(Operation):
 
 def ensure_extension(connection, name: str, package_hint: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT installed_version FROM pg_available_extensions WHERE name = %s", [name]
-        )
+        cursor.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s", [name])
         row = cursor.fetchone()
         if row is None:
             raise CommandError(

@@ -30,9 +30,7 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 
 def _no_nul(value: str) -> str:
     if "\x00" in value:
-        raise ValueError(
-            "contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it"
-        )
+        raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it")
     return value
 
 
@@ -69,7 +67,7 @@ RawData = Annotated[dict[str, Any], AfterValidator(_no_nul_anywhere)]
 class _Record(BaseModel):
     # strict: "5" is not a number and 1710000000 is not a time; extra fields
     # are refused so that a typo ("severty") is reported, not dropped.
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_enum_values=True)
 
     key: Key
     created_at: AwareDatetime | None = None
@@ -78,9 +76,7 @@ class _Record(BaseModel):
     def relations(self) -> dict[str, str]:
         """Relation field -> the key it names (kind checked by the importer)."""
         return {
-            name: value
-            for name in ("product", "feature", "test")
-            if (value := getattr(self, name, None)) is not None
+            name: value for name in ("product", "feature", "test") if (value := getattr(self, name, None)) is not None
         }
 
 
@@ -122,9 +118,7 @@ class BugRecord(_Record):
     raw_data: RawData = Field(default_factory=dict)
 
 
-AnyRecord = Annotated[
-    ProductRecord | FeatureRecord | TestRecord | BugRecord, Field(discriminator="kind")
-]
+AnyRecord = Annotated[ProductRecord | FeatureRecord | TestRecord | BugRecord, Field(discriminator="kind")]
 _adapter = TypeAdapter(AnyRecord)
 
 # What the relation fields of each kind must point at.
@@ -147,7 +141,7 @@ def parse_line(line: str | bytes) -> tuple[AnyRecord | None, list[str]]:
 
 def _explain(error: dict) -> str:
     if not error["loc"] and error["type"] not in ("json_invalid", "union_tag_invalid", "union_tag_not_found"):
-        return "a record must be a JSON object, like {\"kind\": \"bug\", \"key\": \"BUG-1\", ...}"
+        return 'a record must be a JSON object, like {"kind": "bug", "key": "BUG-1", ...}'
     kind, *path = error["loc"] or ("",)
     where = ".".join(str(part) for part in path)
     kind_names = "'product', 'feature', 'test' or 'bug'"

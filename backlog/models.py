@@ -71,10 +71,6 @@ class Record(models.Model):
     def __str__(self):
         return f"{self.key} {self.display_title}"
 
-    @property
-    def display_title(self) -> str:
-        return getattr(self, "title", None) or getattr(self, "name", "")
-
     def save(self, *args, **kwargs):
         # An edit (admin, shell, API) records its time; a new record keeps the
         # times it was given. Import writes in bulk and keeps the file's times.
@@ -84,6 +80,10 @@ class Record(models.Model):
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "updated_at"}
         super().save(*args, **kwargs)
+
+    @property
+    def display_title(self) -> str:
+        return getattr(self, "title", None) or getattr(self, "name", "")
 
 
 class Product(Record):
@@ -116,9 +116,7 @@ class QATest(Record):
     KIND = "test"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="tests")
-    feature = models.ForeignKey(
-        Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="tests"
-    )
+    feature = models.ForeignKey(Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="tests")
     title = models.CharField(max_length=TITLE_MAX_LENGTH)
     description = models.TextField(blank=True)
     steps = ArrayField(models.TextField(), default=list, blank=True)
@@ -135,12 +133,8 @@ class Bug(Record):
     KIND = "bug"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="bugs")
-    feature = models.ForeignKey(
-        Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs"
-    )
-    test = models.ForeignKey(
-        QATest, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs"
-    )
+    feature = models.ForeignKey(Feature, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs")
+    test = models.ForeignKey(QATest, on_delete=models.SET_NULL, null=True, blank=True, related_name="bugs")
     title = models.CharField(max_length=TITLE_MAX_LENGTH)
     description = models.TextField(blank=True)
     severity = models.CharField(max_length=16, choices=Severity, null=True, blank=True)
@@ -176,6 +170,4 @@ class Bug(Record):
         ]
 
 
-RECORD_MODELS: dict[str, type[Record]] = {
-    model.KIND: model for model in (Product, Feature, QATest, Bug)
-}
+RECORD_MODELS: dict[str, type[Record]] = {model.KIND: model for model in (Product, Feature, QATest, Bug)}

@@ -7,15 +7,17 @@ the same file therefore changes nothing. `export_records` writes the same
 format back.
 """
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
+import psycopg
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from . import interchange
+from . import bulk, interchange
 from .models import RECORD_MODELS, Product
 
 # Dependency order: a record is written after the records it names.
@@ -28,12 +30,21 @@ FIELDS = {
     "feature": ["product", "name", "description", "acceptance_criteria", "created_at", "updated_at"],
     "test": ["product", "feature", "title", "description", "steps", "status", "created_at", "updated_at"],
     "bug": [
-        "product", "feature", "test", "title", "description", "severity", "status",
-        "raw_data", "created_at", "updated_at",
+        "product",
+        "feature",
+        "test",
+        "title",
+        "description",
+        "severity",
+        "status",
+        "raw_data",
+        "created_at",
+        "updated_at",
     ],
 }
 RELATIONS = ("product", "feature", "test")
-BATCH_SIZE = 2000
+BATCH_SIZE = 5000
+
 
 class _NoProgress:
     def update(self, n: int = 1) -> None:
@@ -81,10 +92,7 @@ class ImportReport:
             detail = ", ".join(f"{counter[k]} {k}" for k in KIND_ORDER if counter[k])
             return f"{total}" + (f" ({detail})" if detail else "")
 
-        return (
-            f"created {part(self.created)}, updated {part(self.updated)}, "
-            f"unchanged {part(self.unchanged)}"
-        )
+        return f"created {part(self.created)}, updated {part(self.updated)}, unchanged {part(self.unchanged)}"
 
 
 @dataclass
@@ -124,7 +132,7 @@ def import_records(
         try:
             with transaction.atomic():
                 _write(plan, progress)
-        except DatabaseError as exc:
+        except (DatabaseError, psycopg.Error) as exc:
             report.problems.append(Problem(None, None, f"the database refused the import: {exc}"))
             report.created.clear()
             report.updated.clear()
@@ -183,11 +191,10 @@ def _stored(keys: set[str]) -> dict[str, _Stored]:
     found: dict[str, _Stored] = {}
     keys = list(keys)
     for kind, model in RECORD_MODELS.items():
-        columns = ["key", "id"] + (["product_id"] if kind in ("feature", "test") else [])
-        for start in range(0, len(keys), 10_000):
-            rows = model.objects.filter(key__in=keys[start : start + 10_000]).values_list(*columns)
-            for key, pk, *product in rows:
-                found[key] = _Stored(kind, pk, product[0] if product else None)
+        product = "product_id" if kind in ("feature", "test") else "NULL"
+        query = f"SELECT key, id, {product} FROM {model._meta.db_table} WHERE key = ANY(%s)"
+        for key, pk, product_id in bulk.select_by_keys(query, keys):
+            found[key] = _Stored(kind, pk, product_id)
     return found
 
 
@@ -207,14 +214,14 @@ def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportRepor
         other = stored.get(p.record.key)
         if other and other.kind != p.record.kind:
             report.problems.append(
-                Problem(p.line, p.record.key, f"the key already belongs to a {other.kind}; keys are unique across all kinds")
+                Problem(
+                    p.line, p.record.key, f"the key already belongs to a {other.kind}; keys are unique across all kinds"
+                )
             )
             rejected.add(p.record.key)
 
     stored_product_keys = dict(
-        Product.objects.filter(
-            id__in={s.product_id for s in stored.values() if s.product_id}
-        ).values_list("id", "key")
+        Product.objects.filter(id__in={s.product_id for s in stored.values() if s.product_id}).values_list("id", "key")
     )
 
     def product_key_of(key: str) -> str | None:
@@ -230,7 +237,11 @@ def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportRepor
             continue
         for relation, target in p.record.relations().items():
             want = interchange.RELATION_KINDS[relation]
-            have = in_file[target].record.kind if target in in_file else (stored[target].kind if target in stored else None)
+            have = (
+                in_file[target].record.kind
+                if target in in_file
+                else (stored[target].kind if target in stored else None)
+            )
             if target in invalid:
                 problem = f"it names {target}, which was rejected (line {invalid[target]})"
             elif have is None:
@@ -254,11 +265,13 @@ def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportRepor
             bad = [t for t in p.record.relations().values() if t in rejected]
             if bad:
                 line = in_file[bad[0]].line
-                report.problems.append(Problem(p.line, p.record.key, f"it names {bad[0]}, which was rejected (line {line})"))
+                report.problems.append(
+                    Problem(p.line, p.record.key, f"it names {bad[0]}, which was rejected (line {line})")
+                )
                 rejected.add(p.record.key)
                 changed = True
 
-    report.problems.sort(key=lambda problem: (problem.line or 0))
+    report.problems.sort(key=lambda problem: problem.line or 0)
     return [p for p in parsed if p.record.key not in rejected]
 
 
@@ -289,15 +302,17 @@ def _plan(resolved: list[_Parsed], report: ImportReport) -> _Plan:
             before = current.get(p.record.key)
             if before is not None:
                 content_same = all(
-                    before[name] == values[name]
-                    for name in FIELDS[kind]
-                    if name not in ("created_at", "updated_at")
+                    before[name] == values[name] for name in FIELDS[kind] if name not in ("created_at", "updated_at")
                 )
                 if p.record.created_at is None:
                     values["created_at"] = before["created_at"]
                 if p.record.updated_at is None:
                     values["updated_at"] = before["updated_at"] if content_same else now
-                if content_same and values["created_at"] == before["created_at"] and values["updated_at"] == before["updated_at"]:
+                if (
+                    content_same
+                    and values["created_at"] == before["created_at"]
+                    and values["updated_at"] == before["updated_at"]
+                ):
                     report.unchanged[kind] += 1
                     continue
                 report.updated[kind] += 1
@@ -313,7 +328,8 @@ def _plan(resolved: list[_Parsed], report: ImportReport) -> _Plan:
                         row[f"{name}_id"] = None
                     elif target in ids:
                         row[f"{name}_id"] = ids[target]
-                    else:
+                    else:  # created earlier in this import; its id comes later
+                        row[f"{name}_id"] = None
                         plan.pending[kind].append((row, name, target))
                 else:
                     row[name] = values[name]
@@ -327,11 +343,21 @@ def _values(kind: str, record) -> dict:
 
 def _current_values(model, kind: str, keys: list[str]) -> dict[str, dict]:
     """Stored values of `keys`, with relations as keys, to compare with the file."""
-    columns = [f"{name}__key" if name in RELATIONS else name for name in FIELDS[kind]]
+    columns, joins = [], []
+    for name in FIELDS[kind]:
+        if name in RELATIONS:
+            related = model._meta.get_field(name).related_model._meta.db_table
+            joins.append(f"LEFT JOIN {related} r_{name} ON r_{name}.id = t.{name}_id")
+            columns.append(f"r_{name}.key")
+        else:
+            columns.append(f"t.{name}")
+    query = f"SELECT t.key, {', '.join(columns)} FROM {model._meta.db_table} t {' '.join(joins)} WHERE t.key = ANY(%s)"
     current = {}
-    for start in range(0, len(keys), 10_000):
-        for row in model.objects.filter(key__in=keys[start : start + 10_000]).values("key", *columns):
-            current[row.pop("key")] = {name.removesuffix("__key"): value for name, value in row.items()}
+    for key, *values in bulk.select_by_keys(query, keys):
+        row = dict(zip(FIELDS[kind], values, strict=True))
+        if "raw_data" in row:  # Django's connection hands jsonb over as text
+            row["raw_data"] = json.loads(row["raw_data"])
+        current[key] = row
     return current
 
 
@@ -344,17 +370,10 @@ def _write(plan: _Plan, progress: Progress) -> None:
             continue
         for row, name, target in plan.pending.get(kind, ()):
             row[f"{name}_id"] = written_ids[target]
-        model = RECORD_MODELS[kind]
+        columns = list(rows[0])
+        table = RECORD_MODELS[kind]._meta.db_table
         for batch in _batches(rows, BATCH_SIZE):
-            # INSERT ... ON CONFLICT (key) DO UPDATE: one statement a batch
-            # for new and changed records alike; ids come back by RETURNING.
-            objs = model.objects.bulk_create(
-                [model(**row) for row in batch],
-                update_conflicts=True,
-                unique_fields=["key"],
-                update_fields=FIELDS[kind],
-            )
-            written_ids.update((obj.key, obj.pk) for obj in objs)
+            written_ids.update(bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",)))
             bar.update(len(batch))
     bar.close()
 
@@ -393,4 +412,3 @@ def count_records(kinds: Iterable[str] = KIND_ORDER, products: Iterable[str] | N
             queryset = queryset.filter(**{"key__in" if kind == "product" else "product__key__in": products})
         total += queryset.count()
     return total
-

@@ -39,7 +39,7 @@ def test_bug_page_shows_derived_fields_and_readable_raw_data(curator, tramline):
 
     assert "Tapping Renew shows a spinner forever" in page
     assert "<li>Open Passes</li><li>Tap Renew</li>" in page
-    assert '&quot;reporter&quot;: &quot;dana&quot;' in page  # indented JSON in the editor
+    assert "&quot;reporter&quot;: &quot;dana&quot;" in page  # indented JSON in the editor
     # Derived fields are read-only: no input named after them.
     assert 'name="actual_result"' not in page
 
@@ -72,24 +72,39 @@ def test_editing_raw_data_in_the_admin_updates_the_derived_fields(curator, traml
     response = curator.post(
         reverse("admin:backlog_bug_change", args=[bug.pk]),
         {
-            "key": "BUG-12", "title": bug.title, "severity": "critical", "status": "accepted",
-            "product": bug.product_id, "feature": bug.feature_id, "test": bug.test_id,
-            "description": "", "raw_data": json.dumps(raw),
+            "key": "BUG-12",
+            "title": bug.title,
+            "severity": "critical",
+            "status": "accepted",
+            "product": bug.product_id,
+            "feature": bug.feature_id,
+            "test": bug.test_id,
+            "description": "",
+            "raw_data": json.dumps(raw),
         },
     )
 
     assert response.status_code == 302, response.content.decode()[:2000]
     bug.refresh_from_db()
-    assert (bug.actual_result, bug.environment, bug.severity) == ("The app closes", "Galaxy S24, Android 15", "critical")
+    assert (bug.actual_result, bug.environment, bug.severity) == (
+        "The app closes",
+        "Galaxy S24, Android 15",
+        "critical",
+    )
     assert bug.updated_at.year >= 2026 and bug.updated_at.isoformat() != "2026-02-02T10:00:00+00:00"
 
 
 def test_admin_refuses_a_key_of_another_kind_and_a_feature_of_another_product(curator, tramline):
     response = curator.post(
         reverse("admin:backlog_bug_add"),
-        {"key": "FEAT-7", "title": "Export is blank", "status": "open",
-         "product": Product.objects.get(key="PRD-2").pk, "feature": Feature.objects.get(key="FEAT-7").pk,
-         "raw_data": "{}"},
+        {
+            "key": "FEAT-7",
+            "title": "Export is blank",
+            "status": "open",
+            "product": Product.objects.get(key="PRD-2").pk,
+            "feature": Feature.objects.get(key="FEAT-7").pk,
+            "raw_data": "{}",
+        },
     )
 
     page = response.content.decode()
@@ -104,8 +119,15 @@ def test_test_steps_are_edited_one_per_line(curator, tramline):
 
     response = curator.post(
         reverse("admin:backlog_qatest_change", args=[test.pk]),
-        {"key": "TEST-3", "title": test.title, "status": "active", "product": test.product_id,
-         "feature": test.feature_id, "description": "", "steps": "Open Passes\n\n Tap Renew \nPay with Visa"},
+        {
+            "key": "TEST-3",
+            "title": test.title,
+            "status": "active",
+            "product": test.product_id,
+            "feature": test.feature_id,
+            "description": "",
+            "steps": "Open Passes\n\n Tap Renew \nPay with Visa",
+        },
     )
 
     assert response.status_code == 302

@@ -22,7 +22,9 @@ def manage(*args: str, env: dict, **kwargs) -> subprocess.CompletedProcess | sub
     full_env = {**os.environ, **env}
     full_env.pop("DATABASE_URL", None) if "DATABASE_URL" not in env else None
     if kwargs.pop("background", False):
-        return subprocess.Popen(command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+        )
     return subprocess.run(command, env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs)
 
 
@@ -65,12 +67,15 @@ def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_it
 
     # A long-lived process (think: the dev server) attaches and waits.
     holder = manage(
-        "shell", "--no-imports", "-c",
+        "shell",
+        "--no-imports",
+        "-c",
         "from django.db import connection\n"
         "c = connection.cursor(); c.execute('CREATE TABLE note (body text)');"
         "c.execute(\"INSERT INTO note VALUES ('kept')\"); c.execute('SELECT pg_postmaster_start_time()');"
         "print(c.fetchone()[0], flush=True); input()",
-        env=env, background=True,
+        env=env,
+        background=True,
     )
     try:
         started = holder.stdout.readline().strip()
@@ -93,8 +98,14 @@ def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_it
     assert not pid_file.exists(), "the server should stop when the last process exits"
 
     # Started again, it has the data.
-    assert shell("from django.db import connection\nc = connection.cursor(); c.execute('SELECT body FROM note');"
-                 "print(c.fetchone()[0])", env) == "kept"
+    assert (
+        shell(
+            "from django.db import connection\nc = connection.cursor(); c.execute('SELECT body FROM note');"
+            "print(c.fetchone()[0])",
+            env,
+        )
+        == "kept"
+    )
 
 
 @pytest.mark.slow

@@ -27,10 +27,18 @@ def fields_of(key: str) -> dict:
     "raw_data, expected",
     [
         pytest.param(
-            {"actual_result": "Spinner forever", "expected_result": "Payment sheet opens",
-             "steps": ["Open Passes", "Tap Renew"], "environment": "Pixel 7, Android 14"},
-            {"actual_result": "Spinner forever", "expected_result": "Payment sheet opens",
-             "steps": "Open Passes\nTap Renew", "environment": "Pixel 7, Android 14"},
+            {
+                "actual_result": "Spinner forever",
+                "expected_result": "Payment sheet opens",
+                "steps": ["Open Passes", "Tap Renew"],
+                "environment": "Pixel 7, Android 14",
+            },
+            {
+                "actual_result": "Spinner forever",
+                "expected_result": "Payment sheet opens",
+                "steps": "Open Passes\nTap Renew",
+                "environment": "Pixel 7, Android 14",
+            },
             id="all present",
         ),
         pytest.param(
@@ -50,8 +58,12 @@ def fields_of(key: str) -> dict:
         ),
         pytest.param(
             {"steps": "1. Open\n2. Tap", "environment": {"os": "Android 14", "device": "Pixel 7"}},
-            {"actual_result": None, "expected_result": None, "steps": "1. Open\n2. Tap",
-             "environment": "device: Pixel 7\nos: Android 14"},
+            {
+                "actual_result": None,
+                "expected_result": None,
+                "steps": "1. Open\n2. Tap",
+                "environment": "device: Pixel 7\nos: Android 14",
+            },
             id="steps as text, environment as an object",
         ),
         pytest.param(
@@ -68,7 +80,9 @@ def test_rules(product, raw_data, expected):
 
 
 def test_unknown_keys_are_kept_in_raw_data(product):
-    bug = Bug.objects.create(key="BUG-1", product=product, title="Renew", raw_data={"reporter": "dana", "labels": ["a"]})
+    bug = Bug.objects.create(
+        key="BUG-1", product=product, title="Renew", raw_data={"reporter": "dana", "labels": ["a"]}
+    )
 
     bug.refresh_from_db()
     assert bug.raw_data == {"reporter": "dana", "labels": ["a"]}
@@ -121,4 +135,9 @@ def test_import_then_reimport_with_new_raw_data(product):
     report = import_records(jsonl(record).splitlines())
 
     assert report.updated["bug"] == 1
-    assert fields_of("BUG-1") == {"actual_result": "New", "expected_result": None, "steps": None, "environment": "Edge 131"}
+    assert fields_of("BUG-1") == {
+        "actual_result": "New",
+        "expected_result": None,
+        "steps": None,
+        "environment": "Edge 131",
+    }

@@ -42,31 +42,60 @@ def export_text(*args: str) -> str:
 # Every class of problem, the line it is on, and words its message must use.
 BAD_LINES = [
     pytest.param('{"kind": "bug", "key": "BUG-1", ', "not valid JSON", id="bad JSON line"),
-    pytest.param(json.dumps({"kind": "bug", "key": "BUG-1", "product": "PRD-1"}),
-                 "missing required field 'title' for a bug", id="missing field"),
-    pytest.param(json.dumps(bug("BUG-1", feature="FEAT-404")),
-                 "feature FEAT-404 is neither in the file nor stored", id="unknown relation"),
-    pytest.param(json.dumps(bug("BUG-1", severity="urgent")),
-                 "'severity' 'urgent' is not allowed; use 'critical', 'high', 'medium' or 'low'", id="bad enum"),
-    pytest.param(json.dumps(bug("BUG-1", created_at="01/02/2026")),
-                 "'created_at' must be an ISO 8601 time with an offset", id="bad date"),
-    pytest.param(json.dumps(bug("BUG-1", created_at="2026-02-01T10:00:00")),
-                 "'created_at' must be an ISO 8601 time with an offset", id="date without offset"),
-    pytest.param(json.dumps(bug("BUG-1", description="before\u0000after")),
-                 "'description' contains a NUL character", id="NUL byte in text"),
-    pytest.param(json.dumps(bug("BUG-1", raw_data={"environment": "x\u0000"})),
-                 "'raw_data' contains a NUL character", id="NUL byte in raw_data"),
-    pytest.param(json.dumps(bug("BUG-1", description="x" * 10 * 1024 * 1024)),
-                 f"a record may be at most {MAX_LINE_BYTES:,} bytes", id="a 10 MB field"),
-    pytest.param(json.dumps(bug("BUG-1", description="x" * (MAX_TEXT_CHARS + 1))),
-                 f"'description' is {MAX_TEXT_CHARS + 1:,} characters; at most {MAX_TEXT_CHARS:,}",
-                 id="a field over the text limit"),
+    pytest.param(
+        json.dumps({"kind": "bug", "key": "BUG-1", "product": "PRD-1"}),
+        "missing required field 'title' for a bug",
+        id="missing field",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", feature="FEAT-404")),
+        "feature FEAT-404 is neither in the file nor stored",
+        id="unknown relation",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", severity="urgent")),
+        "'severity' 'urgent' is not allowed; use 'critical', 'high', 'medium' or 'low'",
+        id="bad enum",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", created_at="01/02/2026")),
+        "'created_at' must be an ISO 8601 time with an offset",
+        id="bad date",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", created_at="2026-02-01T10:00:00")),
+        "'created_at' must be an ISO 8601 time with an offset",
+        id="date without offset",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", description="before\u0000after")),
+        "'description' contains a NUL character",
+        id="NUL byte in text",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", raw_data={"environment": "x\u0000"})),
+        "'raw_data' contains a NUL character",
+        id="NUL byte in raw_data",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", description="x" * 10 * 1024 * 1024)),
+        f"a record may be at most {MAX_LINE_BYTES:,} bytes",
+        id="a 10 MB field",
+    ),
+    pytest.param(
+        json.dumps(bug("BUG-1", description="x" * (MAX_TEXT_CHARS + 1))),
+        f"'description' is {MAX_TEXT_CHARS + 1:,} characters; at most {MAX_TEXT_CHARS:,}",
+        id="a field over the text limit",
+    ),
     pytest.param(json.dumps({"kind": "issue", "key": "BUG-1"}), "unknown kind 'issue'", id="unknown kind"),
     pytest.param(json.dumps(bug("BUG-1", severty="low")), "unknown field 'severty' for a bug", id="unknown field"),
     pytest.param(json.dumps(bug("BUG 1")), "'key' 'BUG 1' is not a valid key", id="bad key"),
     pytest.param(json.dumps(bug("BUG-1", title="   ")), "'title' must not be blank", id="blank title"),
-    pytest.param(json.dumps(bug("BUG-1", product="FEAT-7")), "product FEAT-7 is a feature, not a product",
-                 id="relation of the wrong kind"),
+    pytest.param(
+        json.dumps(bug("BUG-1", product="FEAT-7")),
+        "product FEAT-7 is a feature, not a product",
+        id="relation of the wrong kind",
+    ),
 ]
 
 
@@ -78,7 +107,7 @@ def test_every_problem_is_reported_with_its_line_and_nothing_is_written(tramline
     code, out, err = run_import(text)
 
     assert code == 1
-    assert f"line 3: " in err and message in err, err
+    assert "line 3: " in err and message in err, err
     assert "nothing was imported" in err
     assert snapshot() == before
 

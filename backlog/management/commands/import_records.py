@@ -24,12 +24,19 @@ class Command(BaseCommand):
             help="write the valid records and report the invalid ones, instead of writing nothing",
         )
         parser.add_argument("--dry-run", action="store_true", help="validate and report, write nothing")
-        parser.add_argument("--progress", action="store_true", default=None, help="show progress bars even when stderr is not a terminal")
+        parser.add_argument(
+            "--progress",
+            action="store_true",
+            default=None,
+            help="show progress bars even when stderr is not a terminal",
+        )
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
     def handle(self, file, skip_invalid, dry_run, progress, **options):
         if file == "-":
-            report = import_records(sys.stdin.buffer, skip_invalid=skip_invalid, dry_run=dry_run, progress=progress_bars(progress))
+            report = import_records(
+                sys.stdin.buffer, skip_invalid=skip_invalid, dry_run=dry_run, progress=progress_bars(progress)
+            )
         else:
             path = Path(file)
             if not path.is_file():
@@ -38,8 +45,11 @@ class Command(BaseCommand):
                 total = sum(1 for _ in counting)
             with path.open("rb") as lines:
                 report = import_records(
-                    lines, skip_invalid=skip_invalid, dry_run=dry_run,
-                    progress=progress_bars(progress), total_lines=total,
+                    lines,
+                    skip_invalid=skip_invalid,
+                    dry_run=dry_run,
+                    progress=progress_bars(progress),
+                    total_lines=total,
                 )
 
         for problem in report.problems[:MAX_PROBLEMS_SHOWN]:

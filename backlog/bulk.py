@@ -1,0 +1,67 @@
+"""Bulk reads by key and the bulk upsert that import uses: the raw SQL, in one place.
+
+Django's PostgreSQL backend binds parameters on the client, so `key__in`
+with ten thousand keys, or `bulk_create` of ten thousand rows, spends most of
+its time quoting values in Python. Here the keys travel as one array
+parameter bound by the server, and rows arrive by COPY into a temporary
+table, followed by one `INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE`
+(the shape Wagtail uses for its index upsert). Same transaction as the
+caller: these run on Django's connection.
+"""
+
+from collections.abc import Iterable, Sequence
+
+import psycopg
+from django.db import connection
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+
+def _cursor() -> psycopg.Cursor:
+    connection.ensure_connection()
+    # A plain psycopg cursor binds on the server (Django's is a ClientCursor).
+    return psycopg.Cursor(connection.connection)
+
+
+def select_by_keys(query: str, keys: Sequence[str]) -> list[tuple]:
+    """Run `query`, whose one parameter is the array of keys (`= ANY(%s)`)."""
+    with _cursor() as cursor:
+        cursor.execute(query, [list(keys)])
+        return cursor.fetchall()
+
+
+def upsert(
+    table: str, columns: Sequence[str], rows: Iterable[Sequence], json_columns: Iterable[str] = ()
+) -> dict[str, int]:
+    """Insert or update `rows` by `key` (the first column); return key -> id.
+
+    Columns not named keep their stored values on update (and their
+    defaults on insert).
+    """
+    assert columns[0] == "key"
+    json_positions = [i for i, name in enumerate(columns) if name in set(json_columns)]
+    staging = sql.Identifier(f"_import_{table}")
+    names = sql.SQL(", ").join(map(sql.Identifier, columns))
+    updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(name)) for name in columns[1:])
+    with _cursor() as cursor:
+        cursor.execute(
+            sql.SQL("CREATE TEMP TABLE {staging} ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA").format(
+                staging=staging, names=names, table=sql.Identifier(table)
+            )
+        )
+        with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(staging, names)) as copy:
+            for row in rows:
+                if json_positions:
+                    row = list(row)
+                    for position in json_positions:
+                        row[position] = Jsonb(row[position])
+                copy.write_row(row)
+        cursor.execute(
+            sql.SQL(
+                "INSERT INTO {table} ({names}) SELECT {names} FROM {staging} "
+                "ON CONFLICT (key) DO UPDATE SET {updates} RETURNING key, id"
+            ).format(table=sql.Identifier(table), names=names, staging=staging, updates=updates)
+        )
+        ids = dict(cursor.fetchall())
+        cursor.execute(sql.SQL("DROP TABLE {}").format(staging))
+    return ids

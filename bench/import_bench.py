@@ -1,0 +1,128 @@
+"""Import throughput: `import_records` on N demo records into a fresh database.
+
+    .venv/bin/python bench/import_bench.py [--records 100000] [--repeat 3]
+
+Each run imports the same JSON Lines into an emptied test database (the
+project's own database is never touched). Reported per run: records/s for a
+first import (every record created) and for a re-import of the same file
+(every record compared, none written). The baseline, run in the same process
+on the same data, is the floor of what any importer can do through the ORM:
+`json.loads` and `bulk_create` with no validation, no relation checks and no
+diffing. Medians are printed with the ratio to that baseline; the machine is
+shared and noisy, so compare ratios rather than absolute numbers across runs.
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_databases, teardown_databases  # noqa: E402
+
+from backlog.demo import generate  # noqa: E402
+from backlog.interchange import dumps  # noqa: E402
+from backlog.models import RECORD_MODELS, Bug, Feature, Product, QATest  # noqa: E402
+from backlog.services import KIND_ORDER, import_records  # noqa: E402
+
+
+def empty_tables() -> None:
+    with connection.cursor() as cursor:
+        tables = ", ".join(RECORD_MODELS[kind]._meta.db_table for kind in KIND_ORDER)
+        cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        cursor.execute("VACUUM ANALYZE")
+
+
+def timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def baseline_import(lines: list[bytes]) -> None:
+    """json.loads + bulk_create, relations resolved by dictionary: the floor."""
+    ids: dict[str, int] = {}
+    by_kind: dict[str, list[dict]] = {kind: [] for kind in KIND_ORDER}
+    for line in lines:
+        record = json.loads(line)
+        by_kind[record.pop("kind")].append(record)
+    for kind in KIND_ORDER:
+        model = RECORD_MODELS[kind]
+        objects = []
+        for record in by_kind[kind]:
+            for relation in ("product", "feature", "test"):
+                if relation in record:
+                    record[f"{relation}_id"] = ids[record.pop(relation)]
+            objects.append(model(**record))
+        for start in range(0, len(objects), 2000):
+            for obj in model.objects.bulk_create(objects[start : start + 2000]):
+                ids[obj.key] = obj.pk
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as tmp:
+        for record in generate(args.records, args.seed):
+            tmp.write(dumps(record) + "\n")
+    lines = Path(tmp.name).read_bytes().splitlines(keepends=True)
+    os.unlink(tmp.name)
+
+    old_config = setup_databases(verbosity=0, interactive=False)
+    try:
+        rows = {
+            "baseline (json.loads + bulk_create)": [],
+            "import_records, first import": [],
+            "import_records, re-import (no changes)": [],
+        }
+        for _ in range(args.repeat):
+            empty_tables()
+            rows["baseline (json.loads + bulk_create)"].append(timed(lambda: baseline_import(lines)))
+            empty_tables()
+            rows["import_records, first import"].append(timed(lambda: check(import_records(lines), args.records)))
+            rows["import_records, re-import (no changes)"].append(timed(lambda: check(import_records(lines), 0)))
+        counts = {m.KIND: m.objects.count() for m in (Product, Feature, QATest, Bug)}
+    finally:
+        teardown_databases(old_config, verbosity=0)
+
+    baseline = statistics.median(rows["baseline (json.loads + bulk_create)"])
+    print(f"# import benchmark: {args.records:,} demo records (seed {args.seed}), {args.repeat} runs")
+    print(
+        f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{connection.vendor} {connection.pg_version // 10000}"
+    )
+    print(f"# stored: {counts}")
+    print("| what | median s | records/s | ratio to baseline |")
+    print("|---|---|---|---|")
+    for name, times in rows.items():
+        median = statistics.median(times)
+        print(f"| {name} | {median:.2f} | {args.records / median:,.0f} | {median / baseline:.2f} |")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"# peak RSS of this process: {peak:,.0f} MiB")
+
+
+def check(report, expected_changes: int) -> None:
+    assert not report.problems, report.problems[:5]
+    assert report.changed == expected_changes, (report.summary(), expected_changes)
+
+
+if __name__ == "__main__":
+    main()

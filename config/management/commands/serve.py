@@ -1,0 +1,65 @@
+"""The main job: prepare everything, say how to connect, then serve.
+
+`handle` only prepares and prints; `inner_run` hands over to Django's
+runserver, as runserver itself splits parsing from serving.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Migrate, load demo data into an empty database, ensure an admin user, print how to connect, and serve."
+
+    def add_arguments(self, parser):
+        parser.add_argument("addrport", nargs="?", default=os.environ.get("SERVE_ADDRPORT", "127.0.0.1:8000"))
+        parser.add_argument("--demo-records", type=int, default=int(os.environ.get("DEMO_RECORDS", "5000")))
+        parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
+
+    def handle(self, addrport, demo_records, no_serve, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        if demo_records:
+            call_command("seed_demo", records=demo_records, if_empty=True, stdout=self.stdout)
+        username, password_note = self.ensure_admin()
+        base = f"http://{addrport if ':' in addrport else '127.0.0.1:' + addrport}"
+        self.stdout.write(
+            "\n"
+            f"  Admin:     {base}/admin/   (user {username}, {password_note})\n"
+            f"  Database:  {self.database_description()}\n"
+            "  MCP:       the MCP server arrives with the REST/MCP issue; see README.md.\n"
+        )
+        if not no_serve:
+            self.inner_run(addrport)
+
+    def inner_run(self, addrport):
+        call_command("runserver", addrport, use_reloader=False)
+
+    def ensure_admin(self) -> tuple[str, str]:
+        User = get_user_model()
+        username = os.environ.get("ADMIN_USERNAME", "admin")
+        password = os.environ.get("ADMIN_PASSWORD")
+        password_file = Path(settings.BASE_DIR) / ".local" / "admin-password"
+        if not User.objects.filter(username=username).exists():
+            if not password:
+                password = secrets.token_urlsafe(12)
+                password_file.parent.mkdir(exist_ok=True)
+                password_file.write_text(password + "\n")
+                password_file.chmod(0o600)
+            User.objects.create_superuser(username, f"{username}@localhost", password)
+        if os.environ.get("ADMIN_PASSWORD"):
+            return username, "password from ADMIN_PASSWORD"
+        if password_file.exists():
+            return username, f"password {password_file.read_text().strip()} (kept in .local/admin-password)"
+        return username, "the password you set for it"
+
+    def database_description(self) -> str:
+        if os.environ.get("DATABASE_URL"):
+            return "DATABASE_URL"
+        return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
