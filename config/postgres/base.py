@@ -8,7 +8,7 @@ commands that never touch the database never start it.
 from functools import cache
 
 from django.conf import settings
-from django.db.backends.postgresql import base
+from django.db.backends.postgresql import base, client
 
 from . import embedded
 
@@ -21,14 +21,25 @@ def _prepared(name: str) -> str:
     return host
 
 
+class DatabaseClient(client.DatabaseClient):
+    """`manage.py dbshell` with the psql that ships with the embedded server."""
+
+    @classmethod
+    def settings_to_cmd_args_env(cls, settings_dict, parameters):
+        settings_dict = {**settings_dict, "HOST": _prepared(settings_dict["NAME"])}
+        args, env = super().settings_to_cmd_args_env(settings_dict, parameters)
+        args[0] = embedded.psql_path()
+        return args, env
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    client_class = DatabaseClient
+
     def get_connection_params(self):
         params = super().get_connection_params()
-        dbname = self.settings_dict["NAME"]
-        # The test runner names its own database (test_<name>) and creates it
-        # itself through the "postgres" database, so only the main one is
-        # created here.
-        is_test_db = dbname and dbname.startswith("test_")
-        params["host"] = _prepared("postgres" if is_test_db else dbname)
+        # Only the project's own database is created here; test and benchmark
+        # databases are created by Django's test machinery through "postgres".
+        own = self.settings_dict["NAME"] == settings.EMBEDDED_PG_DATABASE
+        params["host"] = _prepared(self.settings_dict["NAME"] if own else "postgres")
         params.setdefault("user", "postgres")
         return params

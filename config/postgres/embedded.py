@@ -49,6 +49,12 @@ def socket_dir(pgdata: Path) -> str:
         return _attach(Path(pgdata).resolve())
 
 
+def psql_path() -> str:
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    return str(POSTGRES_BIN_PATH / "psql")
+
+
 def ensure_database(host: str, user: str, name: str) -> None:
     """Create database `name` on the embedded server unless it exists."""
     with psycopg.connect(host=host, user=user, dbname="postgres", autocommit=True) as conn:

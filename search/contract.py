@@ -1,0 +1,153 @@
+"""The search contract: what every surface sends in and gets back.
+
+Declared once, as pydantic models. REST serializes `SearchResponse` as it
+is, the MCP tools take `SearchRequest` fields as their input schema and
+return `SearchResponse` as structured content, and the staff UI renders it.
+`json_schema()` exports both for anyone else.
+"""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Kind = Literal["product", "feature", "test", "bug"]
+Mode = Literal["hybrid", "keyword", "semantic"]
+MatchMode = Literal["simple", "raw"]
+Sort = Literal["relevant", "recent"]
+SeverityName = Literal["critical", "high", "medium", "low"]
+StatusName = Literal["open", "accepted", "rejected", "fixed", "duplicate", "draft", "active", "archived"]
+
+QUERY_MIN, QUERY_MAX = 2, 500
+LIMIT_DEFAULT, LIMIT_MAX = 20, 100
+
+
+class SearchRequest(BaseModel):
+    """One search. The same names on every surface (REST query string, MCP
+    tool arguments, the staff UI's URL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[
+        str,
+        Field(
+            description=f"What to look for, {QUERY_MIN}-{QUERY_MAX} characters. "
+            "A record key (BUG-12) finds that record first."
+        ),
+    ]
+    mode: Mode = Field(
+        "hybrid", description="hybrid (default): words and meaning; keyword: words only; semantic: meaning only"
+    )
+    match_mode: MatchMode = Field(
+        "simple",
+        description='simple (default): web-search syntax ("exact phrase", or, -exclude), prefix match on the last '
+        "word, typo tolerance; raw: PostgreSQL tsquery syntax (renew & (android | ios))",
+    )
+    entities: list[Kind] | None = Field(None, description="only these kinds of record")
+    products: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, description="only records of these product keys"
+    )
+    status: list[StatusName] | None = Field(None, description="only these statuses (bugs and tests)")
+    severity: list[SeverityName] | None = Field(None, description="only bugs of these severities")
+    feature: Annotated[str, Field(max_length=64)] | None = Field(None, description="only records of this feature key")
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    sort: Sort = Field("relevant", description="relevant (default) or recent (newest first)")
+    limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
+    cursor: str | None = Field(None, description="next_cursor of the previous page")
+    include_scores: bool = Field(False, description="add each arm's rank and score and the boosts")
+    include_content: bool = Field(False, description="add the full text fields of each result")
+
+    @field_validator("query")
+    @classmethod
+    def _query_length(cls, value: str) -> str:
+        value = value.strip()
+        if not QUERY_MIN <= len(value) <= QUERY_MAX:
+            raise ValueError(f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces; got {len(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for name in ("created", "updated"):
+            after, before = getattr(self, f"{name}_after"), getattr(self, f"{name}_before")
+            if after and before and after > before:
+                raise ValueError(f"{name}_after must not be later than {name}_before")
+        return self
+
+
+class Highlight(BaseModel):
+    start: int = Field(description="offset of the first highlighted character in snippet.text")
+    end: int = Field(description="offset just past the last highlighted character")
+
+
+class Snippet(BaseModel):
+    text: str = Field(description="plain text, about 160 characters around the best match")
+    field: str = Field(description="the field the text comes from (title, description, actual_result, ...)")
+    highlights: list[Highlight]
+    matched_fields: list[str] = Field(description="every field in which the query matched")
+
+
+class ScoreDetail(BaseModel):
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    semantic_rank: int | None = None
+    semantic_score: float | None = Field(None, description="cosine similarity")
+    boosts: dict[str, float] = Field(default_factory=dict)
+
+
+class Hit(BaseModel):
+    kind: Kind
+    key: str
+    id: int = Field(description="the record's id within its kind")
+    product: str | None = Field(description="product key")
+    title: str
+    status: str | None = None
+    severity: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    snippet: Snippet | None = None
+    score: float
+    rank: int = Field(description="1-based position in the whole result list")
+    scores: ScoreDetail | None = None
+    content: dict[str, str | list[str] | None] | None = None
+
+
+class FacetCount(BaseModel):
+    value: str
+    count: int
+
+
+class Facets(BaseModel):
+    kind: list[FacetCount]
+    product: list[FacetCount]
+    status: list[FacetCount]
+    severity: list[FacetCount]
+
+
+class IndexHealth(BaseModel):
+    documents: int
+    embedded: int = Field(description="documents whose vector is current for the active model")
+    coverage: float = Field(description="embedded / documents, 0-1")
+    model: str
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: Mode = Field(description="the mode actually used (hybrid falls back to keyword without embeddings)")
+    match_mode: MatchMode
+    corrected_query: str | None = Field(None, description="set when typo tolerance rewrote the query")
+    total: int = Field(description="records matching the query and filters")
+    total_exact: bool = Field(description="false when total and facets are estimates (very broad queries)")
+    facets: Facets
+    results: list[Hit]
+    next_cursor: str | None = None
+    index: IndexHealth
+
+
+def json_schema() -> dict:
+    return {
+        "SearchRequest": SearchRequest.model_json_schema(),
+        "SearchResponse": SearchResponse.model_json_schema(),
+    }

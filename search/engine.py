@@ -1,0 +1,500 @@
+"""The one search entry point: `search()` and `similar()`.
+
+Every surface (REST, MCP, the staff UI, search_eval) calls these two
+functions and returns what they return; the response is built only here,
+as a `contract.SearchResponse`.
+
+A search runs the keyword arm (search/ranking.py) and the semantic arm,
+fuses them with reciprocal rank fusion, applies the documented boosts, and
+builds the requested page: snippets and highlights are computed for that
+page only.
+
+Fusion: score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with
+k = SEARCH_RRF_K (60), w = SEARCH_KEYWORD_WEIGHT and SEARCH_SEMANTIC_WEIGHT
+(1.0 each). Boosts, applied after fusion: a record whose title equals the
+query gets + SEARCH_TITLE_BOOST / k (default 1.0: as if it were ranked
+first by one more arm); recency multiplies the score by
+1 + SEARCH_RECENCY_WEIGHT * 0.5 ** (age in days / SEARCH_RECENCY_HALF_LIFE)
+(0.02 and 365: at most +2%, about the gap between neighbouring ranks at the
+top of an RRF list, so recency breaks near-ties and never buries a better
+match; half of that for a year-old record). A query
+that is a record key (BUG-1432) puts that record first.
+"""
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.db import connection
+
+from . import ranking, snippets
+from .contract import (
+    FacetCount,
+    Facets,
+    Hit,
+    IndexHealth,
+    ScoreDetail,
+    SearchRequest,
+    SearchResponse,
+)
+from .query import ParsedQuery, QuerySyntaxError, parse
+from .ranking import Scope, setting
+
+KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
+
+
+class SearchError(ValueError):
+    """The caller can fix it: the message says what was wrong and what to send."""
+
+
+# -- scope: filters and access ------------------------------------------------------
+
+
+def access_scope(user) -> Scope:
+    """Rows the user may see. Everyone sees everything for now; a product
+    membership rule becomes one more condition here, and with it every
+    arm, count, facet, snippet and similar-record list is restricted."""
+    return Scope("TRUE", [])
+
+
+def build_scope(request: SearchRequest, user) -> Scope:
+    conditions, params = [], []
+    access = access_scope(user)
+    conditions.append(access.where)
+    params += access.params
+    if request.entities:
+        conditions.append("d.kind = ANY(%s)")
+        params.append(list(request.entities))
+    if request.products:
+        conditions.append("d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%s))")
+        params.append(list(request.products))
+    if request.status:
+        conditions.append("d.status = ANY(%s)")
+        params.append(list(request.status))
+    if request.severity:
+        conditions.append("d.severity = ANY(%s)")
+        params.append(list(request.severity))
+    if request.feature:
+        conditions.append("d.feature_id IN (SELECT id FROM backlog_feature WHERE key = %s)")
+        params.append(request.feature)
+    for name, operator in (
+        ("created_after", ">="),
+        ("created_before", "<="),
+        ("updated_after", ">="),
+        ("updated_before", "<="),
+    ):
+        value = getattr(request, name)
+        if value is not None:
+            conditions.append(f"d.{name.split('_')[0]}_at {operator} %s")
+            params.append(value)
+    return Scope(" AND ".join(f"({c})" for c in conditions), params)
+
+
+# -- the arms ----------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    id: int
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    semantic_rank: int | None = None
+    semantic_score: float | None = None
+    boosts: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult | None:
+    if parsed.raw is not None:
+        if not parsed.raw:
+            return None
+        n, df = ranking.document_frequencies([parsed.raw])
+        return ranking.keyword_arm(parsed.raw, [(parsed.raw, 1.0)], None, scope, depth, df[parsed.raw])
+    terms = parsed.terms
+    if not terms:
+        return None
+    n, df = ranking.document_frequencies([t.tsquery for t in terms])
+    weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
+    all_of, any_of = parsed.all_of(), parsed.any_of()
+    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    result = ranking.keyword_arm(all_of, weighted, None, scope, depth, min(df.values()))
+    if all_of == any_of or result.total >= setting("SEARCH_RELAX_BELOW", 5):
+        return result
+    # AND found little: rank documents matching any term, rarest terms first.
+    rare, covered = [], 0.0
+    for term in sorted(terms, key=lambda t: df[t.tsquery]):
+        if covered + df[term.tsquery] > cap and rare:
+            break
+        rare.append(term)
+        covered += df[term.tsquery]
+    candidate_query = " | ".join(f"({t.tsquery})" for t in rare) if covered <= cap else None
+    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, sum(df.values()))
+    return relaxed if relaxed.total > result.total else result
+
+
+def _semantic(text: str | None, vector, scope: Scope, depth: int, exclude_id: int | None = None):
+    from .embeddings import get_provider
+
+    provider = get_provider()
+    if vector is None:
+        vector = provider.embed_query(text)
+    return ranking.semantic_arm(vector, provider.model_id, scope, depth, exclude_id)
+
+
+def _fuse(keyword: ranking.ArmResult | None, semantic: ranking.ArmResult | None) -> dict[int, Candidate]:
+    k = setting("SEARCH_RRF_K", 60)
+    weights = {"keyword": setting("SEARCH_KEYWORD_WEIGHT", 1.0), "semantic": setting("SEARCH_SEMANTIC_WEIGHT", 1.0)}
+    candidates: dict[int, Candidate] = {}
+    for arm, result in (("keyword", keyword), ("semantic", semantic)):
+        if result is None:
+            continue
+        for rank, (doc_id, score) in enumerate(result.ranked, start=1):
+            candidate = candidates.setdefault(doc_id, Candidate(doc_id))
+            setattr(candidate, f"{arm}_rank", rank)
+            setattr(candidate, f"{arm}_score", score)
+            candidate.score += weights[arm] / (k + rank)
+    return candidates
+
+
+def _normalize_title(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _boost(
+    candidates: dict[int, Candidate], query: str | None, key_match: int | None, model_id: str | None = None
+) -> None:
+    """Apply the documented boosts. With `model_id` (hybrid), a record that has
+    no vector yet gets the semantic arm's share at its keyword rank, so
+    records waiting for embedding are not pushed down while the index lags."""
+    if not candidates:
+        return
+    k = setting("SEARCH_RRF_K", 60)
+    recency_weight = setting("SEARCH_RECENCY_WEIGHT", 0.02)
+    half_life = setting("SEARCH_RECENCY_HALF_LIFE", 365.0)
+    title_boost = setting("SEARCH_TITLE_BOOST", 1.0) / k
+    wanted = _normalize_title(query) if query else None
+    # Ages count from today's midnight, not from this instant, so scores (and
+    # so the cursors built from them) stay the same from page to page.
+    now = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    semantic_weight = setting("SEARCH_SEMANTIC_WEIGHT", 1.0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, title, updated_at, embedding IS NOT NULL AND embedding_model = %s "
+            "FROM search_document WHERE id = ANY(%s)",
+            [model_id or "", list(candidates)],
+        )
+        for doc_id, title, updated_at, has_vector in cursor.fetchall():
+            candidate = candidates[doc_id]
+            if model_id and not has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
+                share = semantic_weight / (k + candidate.keyword_rank)
+                candidate.boosts["awaiting_embedding"] = round(share, 6)
+                candidate.score += share
+            if wanted and _normalize_title(title) == wanted:
+                candidate.boosts["exact_title"] = title_boost
+                candidate.score += title_boost
+            if recency_weight:
+                age = max((now - updated_at).total_seconds() / 86400, 0.0)
+                factor = 1 + recency_weight * 0.5 ** (age / half_life)
+                candidate.boosts["recency"] = round(factor, 4)
+                candidate.score *= factor
+    if key_match is not None and key_match in candidates:
+        candidates[key_match].boosts["key_match"] = 1.0
+        candidates[key_match].score += 1.0
+
+
+def _provider_model() -> str:
+    from .embeddings import get_provider
+
+    return get_provider().model_id
+
+
+def _key_lookup(query: str, scope: Scope) -> int | None:
+    if not KEY_QUERY.match(query):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT d.id FROM search_document d WHERE upper(d.key) = upper(%s) AND ({scope.where})",
+            [query, *scope.params],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+# -- entry points ----------------------------------------------------------------------
+
+
+def search(request: SearchRequest, user=None) -> SearchResponse:
+    scope = build_scope(request, user)
+    depth = setting("SEARCH_ARM_DEPTH", 200)
+    try:
+        parsed = parse(request.query, request.match_mode)
+    except QuerySyntaxError as exc:
+        raise SearchError(f"query: {exc}") from exc
+
+    mode = request.mode
+    health = index_health()
+    if mode == "hybrid" and health.embedded == 0:
+        mode = "keyword"  # nothing to compare vectors with yet: say so in `mode`
+    if mode == "semantic" and health.embedded == 0:
+        raise SearchError(
+            "mode=semantic needs embeddings, and none are computed yet: run `manage.py embed`, or use mode=keyword."
+        )
+
+    keyword = _keyword(parsed, scope, depth) if mode in ("hybrid", "keyword") else None
+    semantic = _semantic(request.query, None, scope, depth) if mode in ("hybrid", "semantic") else None
+    key_match = _key_lookup(request.query, scope)
+
+    candidates = _fuse(keyword, semantic)
+    if key_match is not None and key_match not in candidates:
+        candidates[key_match] = Candidate(key_match)
+    _boost(candidates, request.query, key_match, _provider_model() if keyword and semantic else None)
+    total, exact, facet_counts = _match_set(keyword, semantic, candidates, key_match)
+    highlight_query = (keyword.query if keyword else "") or parsed.any_of()
+    return _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query)
+
+
+def similar(
+    key: str,
+    user=None,
+    *,
+    mode: str = "hybrid",
+    entities: list[str] | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+    include_scores: bool = False,
+    include_content: bool = False,
+) -> SearchResponse:
+    """Records nearest to `key` (never `key` itself): likely duplicates of a bug.
+
+    Semantic arm: the record's own vector. Keyword arm: its title words and
+    the rarest words of its text, OR-ed and ranked like a search.
+    """
+    request = SearchRequest(
+        query=key if len(key) >= 2 else key + " ",
+        mode=mode,
+        entities=entities,
+        limit=limit,
+        cursor=cursor,
+        include_scores=include_scores,
+        include_content=include_content,
+    )
+    scope = build_scope(request, user)
+    with connection.cursor() as db:
+        db.execute(
+            f"SELECT d.id, d.title, d.body, d.embedding::text, d.embedding_model FROM search_document d "
+            f"WHERE d.key = %s AND ({scope.where})",
+            [key, *scope.params],
+        )
+        row = db.fetchone()
+    if row is None:
+        raise SearchError(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
+    doc_id, title, body, vector_text, model_id = row
+    scope = Scope(f"({scope.where}) AND d.id <> %s", [*scope.params, doc_id])
+    depth = setting("SEARCH_ARM_DEPTH", 200)
+    health = index_health()
+    from .embeddings import get_provider
+
+    has_vector = vector_text is not None and model_id == get_provider().model_id
+    if mode != "keyword" and not has_vector:
+        if mode == "semantic":
+            raise SearchError(f"{key} has no current embedding yet: run `manage.py embed`, or use mode=keyword.")
+        mode = "keyword"
+    keyword = semantic = None
+    if mode in ("hybrid", "keyword"):
+        parsed = _more_like_this(title, body)
+        keyword = _keyword(parsed, scope, depth) if parsed.terms else None
+    if mode in ("hybrid", "semantic"):
+        vector = json.loads(vector_text)
+        semantic = ranking.semantic_arm(vector, model_id, scope, depth)
+    candidates = _fuse(keyword, semantic)
+    _boost(candidates, None, None)
+    total, exact, facet_counts = _match_set(keyword, semantic, candidates, None)
+    return _respond(request, mode, candidates, total, exact, facet_counts, health, keyword.query if keyword else "")
+
+
+def _more_like_this(title: str, body: str) -> ParsedQuery:
+    """Title words plus the rarest words of the body, as one OR query."""
+    words = re.findall(r"[A-Za-z][A-Za-z0-9_]{2,}", body or "")[:400]
+    parsed = parse(" ".join([title, *dict.fromkeys(words)]), "simple")
+    terms = [t for t in parsed.terms]
+    title_terms = set(parse(title, "simple").all_of().split()) if title.strip() else set()
+    n, df = ranking.document_frequencies([t.tsquery for t in terms])
+    body_terms = sorted((t for t in terms if t.tsquery not in title_terms), key=lambda t: df[t.tsquery])
+    keep = {t.tsquery for t in terms if t.tsquery in title_terms} | {t.tsquery for t in body_terms[:12]}
+    chosen, seen = [], set()
+    for t in terms:
+        if t.tsquery in keep and t.tsquery not in seen:
+            chosen.append([t])
+            seen.add(t.tsquery)
+    # A single OR group: the keyword arm ranks by shared rare words.
+    return ParsedQuery(text=title, groups=[[t for group in chosen for t in group]])
+
+
+def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dict]:
+    """Total and facets of everything that matched: keyword matches plus the
+    semantic neighbours that are not keyword matches."""
+    if keyword is None and semantic is None:
+        ids = [key_match] if key_match is not None else []
+        return len(ids), True, ranking.facets_of(ids)
+    if semantic is None:
+        return keyword.total, keyword.exact, keyword.facets
+    if keyword is None:
+        return semantic.total, True, semantic.facets
+    semantic_ids = [doc_id for doc_id, _ in semantic.ranked]
+    also_keyword = ranking.matching_ids(keyword.query, semantic_ids)
+    extra = [doc_id for doc_id in semantic_ids if doc_id not in also_keyword]
+    facets = keyword.facets
+    for name, counts in ranking.facets_of(extra).items():
+        for value, count in counts.items():
+            facets[name][value] = facets[name].get(value, 0) + count
+    return keyword.total + len(extra), keyword.exact, facets
+
+
+# -- the page ------------------------------------------------------------------------------
+
+
+def _request_fingerprint(request: SearchRequest) -> str:
+    data = request.model_dump(mode="json", exclude={"cursor", "limit", "include_scores", "include_content"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _encode_cursor(fingerprint: str, score: float, doc_id: int, rank: int) -> str:
+    payload = json.dumps({"f": fingerprint, "s": score, "i": doc_id, "r": rank}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, fingerprint: str) -> tuple[float, int, int]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        score, doc_id, rank, owner = float(data["s"]), int(data["i"]), int(data["r"]), data["f"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SearchError(
+            "cursor: not a cursor this service issued; send the next_cursor of the previous page."
+        ) from exc
+    if owner != fingerprint:
+        raise SearchError(
+            "cursor: it belongs to a different search (query or filters changed); start again without a cursor."
+        )
+    return score, doc_id, rank
+
+
+def _ordered(request: SearchRequest, candidates: dict[int, Candidate]) -> list[Candidate]:
+    if request.sort == "recent":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id, created_at FROM search_document WHERE id = ANY(%s)", [list(candidates)])
+            created = dict(cursor.fetchall())
+        for candidate in candidates.values():
+            candidate.score = created[candidate.id].timestamp()
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.id))
+
+
+def _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query) -> SearchResponse:
+    ordered = _ordered(request, candidates)
+    fingerprint = _request_fingerprint(request)
+    start = 0
+    if request.cursor:
+        score, doc_id, rank = _decode_cursor(request.cursor, fingerprint)
+        start = next(
+            (i for i, c in enumerate(ordered) if (-c.score, c.id) > (-score, doc_id)),
+            len(ordered),
+        )
+    page = ordered[start : start + request.limit]
+    after = ordered[start + request.limit :]
+    next_cursor = None
+    if page and after:
+        last = page[-1]
+        next_cursor = _encode_cursor(fingerprint, last.score, last.id, start + len(page))
+    hits = _hits(request, page, start, highlight_query)
+    return SearchResponse(
+        query=request.query,
+        mode=mode,
+        match_mode=request.match_mode,
+        corrected_query=None,
+        total=max(total, len(ordered) if exact else total),
+        total_exact=exact,
+        facets=_facets(facet_counts),
+        results=hits,
+        next_cursor=next_cursor,
+        index=health,
+    )
+
+
+def _facets(counts: dict[str, dict[str, int]]) -> Facets:
+    product_ids = [int(p) for p in counts["product"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, key FROM backlog_product WHERE id = ANY(%s)", [product_ids])
+        keys = {str(pk): key for pk, key in cursor.fetchall()}
+
+    def listed(values: dict[str, int], names=None) -> list[FacetCount]:
+        items = [FacetCount(value=(names or {}).get(v, v), count=c) for v, c in values.items() if c > 0]
+        return sorted(items, key=lambda f: (-f.count, f.value))
+
+    return Facets(
+        kind=listed(counts["kind"]),
+        product=listed(counts["product"], keys),
+        status=listed(counts["status"]),
+        severity=listed(counts["severity"]),
+    )
+
+
+def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_query: str) -> list[Hit]:
+    if not page:
+        return []
+    documents = snippets.page_documents([c.id for c in page])
+    built = snippets.build(documents, highlight_query)
+    hits = []
+    for offset, candidate in enumerate(page):
+        doc = documents[candidate.id]
+        hits.append(
+            Hit(
+                kind=doc.kind,
+                key=doc.key,
+                id=doc.record_id,
+                product=doc.product_key,
+                title=doc.title,
+                status=doc.status,
+                severity=doc.severity,
+                created_at=doc.created_at,
+                updated_at=doc.updated_at,
+                snippet=built.get(candidate.id),
+                score=round(candidate.score, 6) if request.sort == "relevant" else 0.0,
+                rank=start + offset + 1,
+                scores=ScoreDetail(
+                    keyword_rank=candidate.keyword_rank,
+                    keyword_score=candidate.keyword_score,
+                    semantic_rank=candidate.semantic_rank,
+                    semantic_score=candidate.semantic_score,
+                    boosts=candidate.boosts,
+                )
+                if request.include_scores
+                else None,
+                content=doc.fields if request.include_content else None,
+            )
+        )
+    return hits
+
+
+# -- index health ---------------------------------------------------------------------------
+
+
+def index_health() -> IndexHealth:
+    """How complete the vector index is for the active model."""
+    from .embeddings import get_provider
+
+    model_id = get_provider().model_id
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE embedding_model = %s AND embedding_hash = content_hash) "
+            "FROM search_document",
+            [model_id],
+        )
+        documents, embedded = cursor.fetchone()
+    return IndexHealth(
+        documents=documents,
+        embedded=embedded,
+        coverage=round(embedded / documents, 4) if documents else 1.0,
+        model=model_id,
+    )

@@ -1,0 +1,179 @@
+"""`manage.py search_eval DIR`: ranking quality on a judged query set.
+
+The set's records go into a database of the command's own, created empty
+and migrated by Django's test-database machinery (as bench/import_bench.py
+does) and dropped at the end unless --keep-db: the user's data is never read
+or changed. The metrics and the runner are in search/evaluation.py.
+"""
+
+import json
+from argparse import ArgumentTypeError
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS, connection
+from django.test.utils import setup_databases, teardown_databases
+from pydantic import ValidationError
+
+from backlog.management.commands._progress import progress_bars
+from backlog.services import import_records
+from search.contract import SearchRequest
+from search.engine import SearchError, search, similar
+from search.evaluation import (
+    DEPTH,
+    FORMULAS,
+    JudgedSetError,
+    Query,
+    QueryFailed,
+    Report,
+    evaluate,
+    load_judged_set,
+)
+
+MODES = ("keyword", "semantic", "hybrid")
+DATABASE_PREFIX = "search_eval"
+PROBLEMS_SHOWN = 10
+HEADER = f"{'mode':<10} {'nDCG@10':>8} {'Recall@100':>10} {'MRR@10':>7}"
+
+
+class Command(BaseCommand):
+    help = "Measure ranking quality (nDCG@10, Recall@100, MRR@10) on a judged query set, in a fresh database."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "folder", metavar="DIR", help="a judged set folder: records.jsonl, queries.jsonl, qrels.tsv"
+        )
+        parser.add_argument("--modes", type=mode_list, default=list(MODES), help="comma-separated, default: all three")
+        parser.add_argument("--json", dest="json_file", help="also write the metrics to this file")
+        parser.add_argument("--limit-queries", type=positive, metavar="N", help="only the first N queries")
+        parser.add_argument("--keep-db", action="store_true", help="leave the evaluation database for inspection")
+        parser.add_argument(
+            "--database-name",
+            default=DATABASE_PREFIX,
+            help=f"the evaluation database, dropped first if it exists; must start with {DATABASE_PREFIX}",
+        )
+        parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")
+        parser.add_argument("--no-progress", dest="progress", action="store_false")
+
+    def handle(self, folder, modes, json_file, limit_queries, keep_db, database_name, progress, **options):
+        try:
+            judged_set = load_judged_set(folder)
+        except JudgedSetError as exc:
+            raise CommandError(str(exc)) from None
+        if limit_queries:
+            judged_set = judged_set.first(limit_queries)
+        bars = progress_bars(progress)
+        ranking = EngineRanking()
+
+        with fresh_database(database_name, keep=keep_db):
+            imported = import_records(judged_set.records, progress=bars, total_lines=len(judged_set.records))
+            if imported.problems:
+                shown = "\n".join(str(problem) for problem in imported.problems[:PROBLEMS_SHOWN])
+                raise CommandError(f"records.jsonl: {len(imported.problems)} problem(s), nothing imported:\n{shown}")
+            if {"semantic", "hybrid"} & set(modes):
+                from search.indexing import embed_pending  # loads the embedding model: only when needed
+
+                embed_pending(progress=bars)
+            try:
+                report = evaluate(judged_set, ranking, modes, progress=bars)
+            except JudgedSetError as exc:
+                raise CommandError(str(exc)) from None
+
+        self.stdout.write(format_report(report))
+        for mode, run in report.runs.items():
+            if run.failures:
+                listed = "; ".join(f"{qid}: {why}" for qid, why in list(run.failures.items())[:PROBLEMS_SHOWN])
+                self.stderr.write(f"{mode}: queries failed, scored as empty results: {len(run.failures)} ({listed})")
+            if fallbacks := ranking.fallbacks.get(mode):
+                self.stderr.write(f"{mode}: queries answered in another mode (missing embeddings?): {fallbacks}")
+        if json_file:
+            Path(json_file).write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def format_report(report: Report) -> str:
+    """All scored queries, then one table per query type, then how the numbers are computed."""
+    lines = [
+        f"{report.judged_set.name}: queries scored: {len(report.scored)},"
+        f" skipped for having no relevant judgment: {len(report.skipped)}",
+        "",
+        f"{HEADER} {'median ms':>9} {'failed':>6}",
+    ]
+    for mode, run in report.runs.items():
+        lines.append(f"{_row(mode, report.mean(mode))} {run.median_ms:>9.1f} {len(run.failures):>6}")
+    for kind, ids in report.by_type().items():
+        lines += ["", f"type {kind}, queries: {len(ids)}", HEADER]
+        lines += [_row(mode, report.mean(mode, ids)) for mode in report.runs]
+    return "\n".join([*lines, "", FORMULAS, "median ms: time per query, every page included."])
+
+
+def _row(mode: str, means: dict[str, float]) -> str:
+    return f"{mode:<10} {means['ndcg@10']:>8.3f} {means['recall@100']:>10.3f} {means['mrr@10']:>7.3f}"
+
+
+def mode_list(value: str) -> list[str]:
+    chosen = [mode.strip() for mode in value.split(",") if mode.strip()]
+    if not chosen or set(chosen) - set(MODES):
+        raise ArgumentTypeError(f"choose from {', '.join(MODES)}, comma-separated; got {value!r}")
+    return list(dict.fromkeys(chosen))
+
+
+def positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ArgumentTypeError(f"a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
+@contextmanager
+def fresh_database(name: str, keep: bool):
+    """Point the default connection at a new, migrated, empty database `name`,
+    then drop it (unless `keep`) and point back."""
+    if name != DATABASE_PREFIX and not name.startswith(f"{DATABASE_PREFIX}_"):
+        # An existing database of that name is dropped: never one holding real data.
+        raise CommandError(f"--database-name must be {DATABASE_PREFIX} or start with {DATABASE_PREFIX}_")
+    if name == connection.settings_dict["NAME"]:
+        raise CommandError(f"--database-name {name} is the database in use; choose another")
+    test_settings = connection.settings_dict["TEST"]
+    connection.settings_dict["TEST"] = {**test_settings, "NAME": name}
+    try:
+        old_config = setup_databases(
+            verbosity=0, interactive=False, aliases={DEFAULT_DB_ALIAS}, serialized_aliases=set()
+        )
+    finally:
+        connection.settings_dict["TEST"] = test_settings
+    try:
+        yield
+    finally:
+        teardown_databases(old_config, verbosity=0, keepdb=keep)
+
+
+class EngineRanking:
+    """`rank(query, mode)` for evaluate(), over search() and similar(): follows
+    next_cursor until DEPTH keys are left after the query's exclusions."""
+
+    def __init__(self):
+        self.fallbacks: dict[str, int] = {}  # mode -> queries answered in another mode
+
+    def __call__(self, query: Query, mode: str) -> list[str]:
+        keys, cursor, fell_back = [], None, False
+        while True:
+            try:
+                response = self.page(query, mode, cursor)
+            except ValidationError as exc:  # the request itself, e.g. a query under 2 characters
+                raise QueryFailed("; ".join(error["msg"] for error in exc.errors())) from exc
+            except SearchError as exc:
+                raise QueryFailed(str(exc)) from exc
+            fell_back = fell_back or response.mode != mode
+            keys += [hit.key for hit in response.results]
+            cursor = response.next_cursor
+            if not cursor or not response.results or len(set(keys) - query.exclude) >= DEPTH:
+                break
+        if fell_back:
+            self.fallbacks[mode] = self.fallbacks.get(mode, 0) + 1
+        return keys
+
+    @staticmethod
+    def page(query: Query, mode: str, cursor: str | None):
+        if query.similar_to is not None:
+            return similar(query.similar_to, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor)
+        return search(SearchRequest(query=query.text, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor))

@@ -1,0 +1,86 @@
+"""The search index: one row per record of any kind.
+
+PostgreSQL keeps `Document` rows in step with the four record tables by
+statement-level triggers (`search/sql.py`), in the same transaction as the
+write, so save, bulk_create, queryset.update(), raw SQL and import are all
+covered without Python remembering to do it. Search reads only this table
+until it builds the returned page.
+
+Embeddings cannot be computed by the database, so each row carries the hash
+of the text it should embed (`content_hash`, set by the trigger) and the
+model and hash of the vector it has; stale or missing vectors are found by
+one query (`Document.objects.needing_embedding()`) and filled in by
+`manage.py embed`.
+"""
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import F, Q
+from pgvector.django import HalfVectorField, HnswIndex
+
+EMBEDDING_DIMENSIONS = 384
+
+
+class Kind(models.TextChoices):
+    PRODUCT = "product"
+    FEATURE = "feature"
+    TEST = "test"
+    BUG = "bug"
+
+
+class DocumentQuerySet(models.QuerySet):
+    def needing_embedding(self, model_id: str):
+        """Rows with no vector, a vector of another model, or of older text."""
+        return self.filter(
+            Q(embedding__isnull=True) | ~Q(embedding_model=model_id) | ~Q(embedding_hash=F("content_hash"))
+        )
+
+
+class Document(models.Model):
+    kind = models.CharField(max_length=8, choices=Kind)
+    record_id = models.BigIntegerField()
+    key = models.CharField(max_length=64, unique=True)
+    # For a product, its own id: filtering by product finds the product too.
+    product_id = models.BigIntegerField()
+    feature_id = models.BigIntegerField(null=True)
+    title = models.TextField()
+    body = models.TextField()
+    status = models.CharField(max_length=16, null=True)
+    severity = models.CharField(max_length=16, null=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    search_vector = SearchVectorField()
+    content_hash = models.CharField(max_length=32)
+    embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True)
+    embedding_model = models.CharField(max_length=200, null=True)
+    embedding_hash = models.CharField(max_length=32, null=True)
+
+    objects = DocumentQuerySet.as_manager()
+
+    class Meta:
+        db_table = "search_document"
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "record_id"], name="search_document_record"),
+        ]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="search_document_fts"),
+            HnswIndex(
+                fields=["embedding"],
+                name="search_document_hnsw",
+                m=16,
+                ef_construction=64,
+                opclasses=["halfvec_cosine_ops"],
+            ),
+            models.Index(fields=["product_id", "kind"], name="search_document_product"),
+            models.Index(fields=["updated_at"], name="search_document_updated"),
+            models.Index(fields=["created_at"], name="search_document_created"),
+            models.Index(
+                fields=["id"],
+                name="search_document_stale",
+                condition=Q(embedding__isnull=True) | ~Q(embedding_hash=F("content_hash")),
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.key} {self.title}"

@@ -1,0 +1,140 @@
+"""From what the user typed to PostgreSQL tsqueries.
+
+`simple` mode reads web-search syntax ("quoted phrase", `or`, `-exclusion`),
+like `websearch_to_tsquery`, but keeps each positive term apart so that the
+ranking can weigh rare terms above common ones, relax AND to OR when AND
+finds little, and treat the last word as a prefix (`checko` finds
+`checkout`) while the user is still typing. `raw` mode is PostgreSQL's
+tsquery syntax, checked by PostgreSQL itself.
+
+PostgreSQL does the stemming and stop words: every term is turned into a
+tsquery by `plainto_tsquery` / `phraseto_tsquery` / `to_tsquery` in one
+round trip, so the query uses exactly the dictionary that built the index.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, connection, transaction
+
+from .sql import TEXT_SEARCH_CONFIG
+
+CONFIG = TEXT_SEARCH_CONFIG
+_TOKEN = re.compile(r'-?"[^"]*"?|\S+')
+_PREFIXABLE = re.compile(r"^\w{2,}$")
+
+
+class QuerySyntaxError(ValueError):
+    """The query cannot be understood; the message says how to fix it."""
+
+
+@dataclass
+class Term:
+    text: str  # as typed, for display and typo correction
+    tsquery: str = ""  # as PostgreSQL normalized it; "" for a stop word
+
+
+@dataclass
+class ParsedQuery:
+    text: str
+    # Positive terms grouped by `or`: [[a], [b, c]] means a AND (b OR c).
+    groups: list[list[Term]] = field(default_factory=list)
+    excluded: list[Term] = field(default_factory=list)
+    raw: str | None = None  # raw mode: the whole tsquery
+
+    @property
+    def terms(self) -> list[Term]:
+        return [term for group in self.groups for term in group if term.tsquery]
+
+    def all_of(self) -> str:
+        """Every group must match (AND), none of the exclusions."""
+        if self.raw is not None:
+            return self.raw
+        parts = [_any(group) for group in self.groups]
+        parts = [part for part in parts if part]
+        parts += [f"!({term.tsquery})" for term in self.excluded if term.tsquery]
+        return " & ".join(f"({part})" for part in parts)
+
+    def any_of(self) -> str:
+        """Any positive term may match (OR), none of the exclusions."""
+        if self.raw is not None:
+            return self.raw
+        positive = _any(self.terms)
+        if not positive:
+            return ""
+        excluded = [f"!({term.tsquery})" for term in self.excluded if term.tsquery]
+        return " & ".join([f"({positive})", *excluded])
+
+
+def _any(terms: list[Term]) -> str:
+    return " | ".join(f"({term.tsquery})" for term in terms if term.tsquery)
+
+
+def parse(text: str, match_mode: str) -> ParsedQuery:
+    if match_mode == "raw":
+        return ParsedQuery(text=text, raw=_normalize_raw(text))
+    query = ParsedQuery(text=text)
+    tokens = _TOKEN.findall(text)
+    joined = False  # the previous token was `or`
+    last_positive: Term | None = None
+    last_kind = None
+    for position, token in enumerate(tokens):
+        if token.lower() == "or" and query.groups and position < len(tokens) - 1:
+            joined = True
+            continue
+        negative = token.startswith("-") and len(token) > 1
+        body = token[1:] if negative else token
+        phrase = body.startswith('"')
+        body = body.strip('"').strip()
+        if not body:
+            continue
+        term = Term(text=body)
+        if negative:
+            query.excluded.append(term)
+            last_positive = None
+            continue
+        if joined:
+            query.groups[-1].append(term)
+        else:
+            query.groups.append([term])
+        joined = False
+        last_positive, last_kind = term, ("phrase" if phrase else "word")
+    ends_in_space = text != text.rstrip()
+    _normalize(query, prefix=last_positive if last_kind == "word" and not ends_in_space else None)
+    return query
+
+
+def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
+    """Let PostgreSQL turn each term into a tsquery (stemmed, stop words out)."""
+    terms = [term for group in query.groups for term in group] + query.excluded
+    if not terms:
+        return
+    expressions, params = [], []
+    for term in terms:
+        if term is prefix and _PREFIXABLE.match(term.text):
+            # The word as typed, and as a prefix: "checko" finds "checkout".
+            expressions.append(f"(plainto_tsquery('{CONFIG}', %s) || to_tsquery('{CONFIG}', %s))::text")
+            params += [term.text, term.text.lower() + ":*"]
+        elif " " in term.text:
+            expressions.append(f"phraseto_tsquery('{CONFIG}', %s)::text")
+            params.append(term.text)
+        else:
+            expressions.append(f"plainto_tsquery('{CONFIG}', %s)::text")
+            params.append(term.text)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(expressions)}", params)
+        for term, normalized in zip(terms, cursor.fetchone(), strict=True):
+            term.tsquery = normalized
+
+
+def _normalize_raw(text: str) -> str:
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SELECT to_tsquery('{CONFIG}', %s)::text", [text])
+            return cursor.fetchone()[0]
+    except DatabaseError as exc:
+        detail = str(exc).splitlines()[0]
+        raise QuerySyntaxError(
+            f"not a valid tsquery ({detail}). In raw mode use PostgreSQL tsquery syntax, like "
+            "renew & (android | ios) & !tablet, or send match_mode=simple for plain words."
+        ) from exc

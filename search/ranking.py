@@ -1,0 +1,304 @@
+"""The two retrieval arms, in SQL: keyword (weighted tsvector) and semantic (pgvector).
+
+Invariant: filters and access rules only remove rows, and they are applied
+inside each arm's SQL (never to a page afterwards), so counts, facets and
+similar records see exactly what the user may see. Scores compare only
+within one call.
+
+Keyword ranking is BM25-shaped: for each query term t,
+idf(t) * ts_rank(weights, search_vector, t), summed over the terms. ts_rank
+of a single term is a saturating, field-weighted term frequency (title A
+counts most, environment D least); idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)).
+Document frequencies of common lexemes come from PostgreSQL's own column
+statistics (pg_stats.most_common_elems, kept by ANALYZE); the rest are rare
+by definition and are counted exactly through the GIN index, capped.
+
+Ranking cost does not grow with the number of matches. When the match set
+has at most EXACT_LIMIT rows, all of them are ranked and counted exactly, in
+one statement. When it is larger, the query is broad: terms that match
+more than EXACT_LIMIT rows carry little information (low idf), so
+candidates come from the rarer terms only, or, when every term is that
+common, from the most recently updated matches; total and facets are then
+estimated from a page sample (TABLESAMPLE) and flagged as estimates.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+
+RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C, B, A: environment .. title
+
+
+def setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+@dataclass
+class Scope:
+    """A WHERE fragment over search_document `d`: filters plus access."""
+
+    where: str = "TRUE"
+    params: list = field(default_factory=list)
+
+
+@dataclass
+class ArmResult:
+    ranked: list[tuple[int, float]]  # (document id, score), best first
+    total: int
+    exact: bool
+    facets: dict[str, dict[str, int]] | None  # None for the semantic arm
+    query: str = ""  # the tsquery the match set was defined by
+
+
+# -- statistics ---------------------------------------------------------------
+
+_stats_cache: dict = {"at": 0.0}
+
+
+def _corpus_stats() -> tuple[float, dict[str, float]]:
+    """(N, lexeme -> fraction of documents) from the planner's statistics."""
+    if time.monotonic() - _stats_cache["at"] < 30:
+        return _stats_cache["n"], _stats_cache["freq"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
+        reltuples = cursor.fetchone()[0]
+        if reltuples is None or reltuples < 10_000:
+            cursor.execute("SELECT count(*) FROM search_document")
+            reltuples = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT most_common_elems::text, most_common_elem_freqs FROM pg_stats "
+            "WHERE tablename = 'search_document' AND attname = 'search_vector'"
+        )
+        row = cursor.fetchone()
+    freq = {}
+    if row and row[0]:
+        elements = row[0].strip("{}").split(",")
+        freq = {element.strip('"'): f for element, f in zip(elements, row[1], strict=False)}
+    # Only cache for a large corpus; a small one is counted every time, cheaply.
+    if reltuples >= 10_000:
+        _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
+    return float(max(reltuples, 1)), freq
+
+
+def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
+    n, freq = _corpus_stats()
+    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    df: dict[str, float] = {}
+    to_count = []
+    for q in set(tsqueries):
+        lexeme = q.strip("'") if q.count("'") == 2 and ":" not in q and " " not in q else None
+        if lexeme is not None and lexeme in freq:
+            df[q] = freq[lexeme] * n
+        else:
+            to_count.append(q)
+    if to_count:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
+                "WHERE search_vector @@ t.q::tsquery LIMIT %s) s) FROM unnest(%s::text[]) AS t(q)",
+                [cap * 5, to_count],
+            )
+            df.update({q: float(count) for q, count in cursor.fetchall()})
+    return n, df
+
+
+def idf(n: float, df: float) -> float:
+    import math
+
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+# -- keyword arm ----------------------------------------------------------------
+
+
+def _score_sql(terms: list[tuple[str, float]], alias: str) -> tuple[str, list]:
+    """sum(idf(t) * ts_rank(t)) over the query terms, for rows of `alias`."""
+    normalization = setting("SEARCH_RANK_NORMALIZATION", 1)
+    parts, params = [], []
+    for tsquery, weight in terms:
+        parts.append(f"%s * ts_rank('{RANK_WEIGHTS}', {alias}.search_vector, %s::tsquery, {int(normalization)})")
+        params += [weight, tsquery]
+    return " + ".join(parts) or "0", params
+
+
+def keyword_arm(
+    match_query: str,
+    weighted_terms: list[tuple[str, float]],
+    candidate_query: str | None,
+    scope: Scope,
+    depth: int,
+    df_estimate: float,
+) -> ArmResult:
+    """Rank the records matching `match_query` within `scope`.
+
+    `weighted_terms` are (tsquery, idf) pairs that make the score;
+    `candidate_query`, when given, is a narrower tsquery (the rarer terms)
+    used to pick candidates if the match set is too broad to rank whole.
+    """
+    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH m AS MATERIALIZED (
+                SELECT d.id, d.kind, d.product_id, d.status, d.severity, d.search_vector
+                FROM search_document d
+                WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
+                LIMIT %s
+            ), n AS (SELECT count(*) AS c FROM m)
+            SELECT
+                (SELECT c FROM n),
+                CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
+                CASE WHEN (SELECT c FROM n) <= %s THEN (
+                    SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id)
+                    FROM (SELECT m.id, {_score_sql(weighted_terms, "m")[0]} AS score FROM m
+                          ORDER BY score DESC, m.id LIMIT %s) ranked
+                ) END
+            """,
+            [match_query, *scope.params, cap + 1, cap, cap, *_score_sql(weighted_terms, "m")[1], depth],
+        )
+        count, facets, ranked = cursor.fetchone()
+    if count <= cap:
+        return ArmResult(_pairs(ranked), count, True, _facet_dict(facets), match_query)
+
+    # Broad: rank a bounded candidate set, estimate total and facets.
+    if candidate_query:
+        source, source_params = "d.search_vector @@ %s::tsquery", [candidate_query]
+        order = ""
+    else:
+        source, source_params = "TRUE", []
+        order = "ORDER BY d.updated_at DESC"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
+                SELECT c.id, {_score_sql(weighted_terms, "c")[0]} AS score FROM (
+                    SELECT d.id, d.search_vector FROM search_document d
+                    WHERE {source} AND d.search_vector @@ %s::tsquery AND ({scope.where})
+                    {order} LIMIT %s
+                ) c ORDER BY score DESC, c.id LIMIT %s
+            ) ranked
+            """,
+            [*_score_sql(weighted_terms, "c")[1], *source_params, match_query, *scope.params, cap, depth],
+        )
+        ranked = cursor.fetchone()[0]
+    total, facets = estimate_matches(match_query, scope, max(df_estimate, cap + 1))
+    return ArmResult(_pairs(ranked), max(total, cap + 1), False, facets, match_query)
+
+
+_FACETS_SQL = """
+    SELECT json_agg(json_build_array(g.kind, g.product_id, g.status, g.severity, g.c, g.grouping))
+    FROM (SELECT kind, product_id, status, severity, count(*) AS c,
+                 GROUPING(kind, product_id, status, severity) AS grouping
+          FROM {source} GROUP BY GROUPING SETS ((kind), (product_id), (status), (severity))) g
+"""
+
+
+def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
+    facets: dict[str, dict[str, int]] = {"kind": {}, "product": {}, "status": {}, "severity": {}}
+    for kind, product_id, status, severity, count, grouping in rows or []:
+        value = round(count * scale)
+        # GROUPING() has one bit per column, 1 where the column is aggregated away.
+        if grouping == 0b0111:
+            facets["kind"][kind] = value
+        elif grouping == 0b1011:
+            facets["product"][str(product_id)] = value
+        elif grouping == 0b1101 and status is not None:
+            facets["status"][status] = value
+        elif grouping == 0b1110 and severity is not None:
+            facets["severity"][severity] = value
+    return facets
+
+
+def estimate_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict]:
+    """Total and facets of a broad query from a repeatable page sample."""
+    n, _ = _corpus_stats()
+    target = setting("SEARCH_SAMPLE_MATCHES", 1000)
+    percent = min(100.0, max(0.5, 100.0 * target / max(expected, 1.0)))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH s AS MATERIALIZED (
+                SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
+                TABLESAMPLE SYSTEM (%s) REPEATABLE (17)
+                WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
+            )
+            SELECT (SELECT count(*) FROM s), ({_FACETS_SQL.format(source="s")})
+            """,
+            [percent, match_query, *scope.params],
+        )
+        count, facets = cursor.fetchone()
+    scale = 100.0 / percent
+    return round(count * scale), _facet_dict(facets, scale)
+
+
+def _pairs(ranked) -> list[tuple[int, float]]:
+    return [(int(pk), float(score)) for pk, score in (ranked or [])]
+
+
+# -- semantic arm ---------------------------------------------------------------
+
+
+def semantic_arm(vector, model_id: str, scope: Scope, depth: int, exclude_id: int | None = None) -> ArmResult:
+    """The `depth` nearest records with a current vector, within `scope`.
+
+    hnsw.iterative_scan lets the index keep scanning while filters reject
+    rows, so a selective filter still fills the page (pgvector 0.8+).
+    """
+    literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+    exclude = "AND d.id <> %s" if exclude_id is not None else ""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(depth * 2, 1000))}")
+        cursor.execute(
+            f"""
+            SELECT d.id, 1 - (d.embedding <=> %s::halfvec) AS similarity, d.kind, d.product_id, d.status, d.severity
+            FROM search_document d
+            WHERE d.embedding IS NOT NULL AND d.embedding_model = %s AND ({scope.where}) {exclude}
+            ORDER BY d.embedding <=> %s::halfvec
+            LIMIT %s
+            """,
+            [literal, model_id, *scope.params, *([exclude_id] if exclude_id is not None else []), literal, depth],
+        )
+        rows = cursor.fetchall()
+    # relaxed_order may return neighbours slightly out of order.
+    rows.sort(key=lambda row: (-row[1], row[0]))
+    facets: dict[str, dict[str, int]] = {"kind": {}, "product": {}, "status": {}, "severity": {}}
+    for _, _, kind, product_id, status, severity in rows:
+        _bump(facets["kind"], kind)
+        _bump(facets["product"], str(product_id))
+        if status:
+            _bump(facets["status"], status)
+        if severity:
+            _bump(facets["severity"], severity)
+    return ArmResult([(row[0], float(row[1])) for row in rows], len(rows), True, facets)
+
+
+def _bump(counter: dict, key) -> None:
+    counter[key] = counter.get(key, 0) + 1
+
+
+def matching_ids(match_query: str, ids: list[int]) -> set[int]:
+    """Which of `ids` match the keyword query (to merge semantic facets)."""
+    if not ids or not match_query:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM search_document WHERE id = ANY(%s) AND search_vector @@ %s::tsquery",
+            [ids, match_query],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def facets_of(ids: list[int]) -> dict[str, dict[str, int]]:
+    if not ids:
+        return {"kind": {}, "product": {}, "status": {}, "severity": {}}
+    with connection.cursor() as cursor:
+        cursor.execute(_FACETS_SQL.format(source="(SELECT * FROM search_document WHERE id = ANY(%s)) x"), [ids])
+        return _facet_dict(cursor.fetchone()[0])
+
+
+def as_json(value) -> str:
+    return json.dumps(value)

@@ -1,0 +1,166 @@
+"""Snippets for the returned page only: the best matching field, about 160
+characters around the match, plain text with highlight offsets.
+
+ts_headline re-parses documents, so it runs on at most one field of each
+record on the page, never on the match set. Highlights are marked with two
+private-use characters that cannot occur in stored text, then turned into
+offsets, so no markup ever travels: surfaces escape the text and draw the
+highlights themselves.
+"""
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from .contract import Highlight, Snippet
+from .sql import TEXT_SEARCH_CONFIG
+
+START, STOP = "\ue000", "\ue001"
+SNIPPET_CHARS = 160
+# Fields in the order a snippet prefers them (title last: it is shown anyway).
+FIELDS = {
+    "product": ["description"],
+    "feature": ["description", "acceptance_criteria"],
+    "test": ["description", "steps"],
+    "bug": ["description", "actual_result", "expected_result", "steps", "environment"],
+}
+SOURCE = {
+    "product": ("backlog_product", "name AS title, description"),
+    "feature": ("backlog_feature", "name AS title, description, acceptance_criteria"),
+    "test": ("backlog_test", "title, description, array_to_string(steps, E'\\n') AS steps"),
+    "bug": ("backlog_bug", "title, description, actual_result, expected_result, steps, environment"),
+}
+
+
+@dataclass
+class PageDocument:
+    id: int
+    kind: str
+    record_id: int
+    key: str
+    product_key: str | None
+    title: str
+    status: str | None
+    severity: str | None
+    created_at: object
+    updated_at: object
+    fields: dict
+
+
+def page_documents(ids: list[int]) -> dict[int, PageDocument]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.id, d.kind, d.record_id, d.key, p.key, d.title, d.status, d.severity, d.created_at, "
+            "d.updated_at FROM search_document d LEFT JOIN backlog_product p ON p.id = d.product_id "
+            "WHERE d.id = ANY(%s)",
+            [ids],
+        )
+        documents = {row[0]: PageDocument(*row, fields={}) for row in cursor.fetchall()}
+        by_kind: dict[str, list[PageDocument]] = {}
+        for doc in documents.values():
+            by_kind.setdefault(doc.kind, []).append(doc)
+        for kind, docs in by_kind.items():
+            table, columns = SOURCE[kind]
+            cursor.execute(f"SELECT id, {columns} FROM {table} WHERE id = ANY(%s)", [[d.record_id for d in docs]])
+            names = [column.name for column in cursor.description][1:]
+            rows = {row[0]: dict(zip(names, row[1:], strict=True)) for row in cursor.fetchall()}
+            for doc in docs:
+                doc.fields = rows.get(doc.record_id, {"title": doc.title})
+    return documents
+
+
+def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet]:
+    """One snippet a document; highlighted where `tsquery` matches."""
+    candidates = []  # (doc id, field, text)
+    for doc in documents.values():
+        for name in ["title", *FIELDS[doc.kind]]:
+            text = doc.fields.get(name)
+            if text:
+                candidates.append((doc.id, name, text))
+    matched: dict[int, list[str]] = {doc_id: [] for doc_id in documents}
+    headlines: dict[tuple[int, str], str] = {}
+    if tsquery and candidates:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH f(doc, field, body, position) AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[])
+                                                       WITH ORDINALITY)
+                SELECT doc, field, to_tsvector('{TEXT_SEARCH_CONFIG}', body) @@ %s::tsquery FROM f ORDER BY position
+                """,
+                [[c[0] for c in candidates], [c[1] for c in candidates], [c[2] for c in candidates], tsquery],
+            )
+            for doc_id, name, hit in cursor.fetchall():
+                if hit:
+                    matched[doc_id].append(name)
+            chosen = {doc_id: _best(names) for doc_id, names in matched.items() if _best(names)}
+            pairs = [(doc_id, name, documents[doc_id].fields[name]) for doc_id, name in chosen.items()]
+            if pairs:
+                cursor.execute(
+                    f"""
+                    SELECT doc, field, ts_headline('{TEXT_SEARCH_CONFIG}', body, %s::tsquery,
+                        'StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=15, ShortWord=2,
+                         MaxFragments=1, FragmentDelimiter=" … "')
+                    FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS f(doc, field, body)
+                    """,
+                    [tsquery, [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]],
+                )
+                headlines = {(doc_id, name): text for doc_id, name, text in cursor.fetchall()}
+    snippets = {}
+    for doc in documents.values():
+        names = matched[doc.id]
+        best = _best(names)
+        if best and (doc.id, best) in headlines:
+            text, highlights = _offsets(headlines[(doc.id, best)])
+            snippets[doc.id] = Snippet(text=text, field=best, highlights=highlights, matched_fields=names)
+        else:
+            field = next((n for n in FIELDS[doc.kind] if doc.fields.get(n)), "title")
+            text = _shorten(doc.fields.get(field) or doc.title)
+            snippets[doc.id] = Snippet(text=text, field=field, highlights=[], matched_fields=names)
+    return snippets
+
+
+def _best(names: list[str]) -> str | None:
+    """The first matched field other than the title, else the title."""
+    others = [n for n in names if n != "title"]
+    return others[0] if others else (names[0] if names else None)
+
+
+def _offsets(marked: str) -> tuple[str, list[Highlight]]:
+    """Strip the markers; keep where they were. Trim to about SNIPPET_CHARS."""
+    text, highlights, start = [], [], None
+    length = 0
+    for char in marked:
+        if char == START:
+            start = length
+        elif char == STOP and start is not None:
+            highlights.append(Highlight(start=start, end=length))
+            start = None
+        else:
+            text.append(char)
+            length += 1
+    plain = " ".join("".join(text).split("\n"))
+    if len(plain) <= SNIPPET_CHARS + 40 or not highlights:
+        return _shorten(plain) if not highlights else plain, highlights
+    # Keep a window around the first highlight.
+    centre = highlights[0].start
+    begin = max(0, min(centre - 50, len(plain) - SNIPPET_CHARS))
+    while begin > 0 and not plain[begin - 1].isspace():
+        begin -= 1
+    end = min(len(plain), begin + SNIPPET_CHARS)
+    while end < len(plain) and not plain[end].isspace():
+        end += 1
+    prefix = "… " if begin > 0 else ""
+    suffix = " …" if end < len(plain) else ""
+    shift = len(prefix) - begin
+    kept = [
+        Highlight(start=h.start + shift, end=h.end + shift) for h in highlights if h.start >= begin and h.end <= end
+    ]
+    return prefix + plain[begin:end] + suffix, kept
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    cut = text.rfind(" ", 0, SNIPPET_CHARS)
+    return text[: cut if cut > 80 else SNIPPET_CHARS] + " …"

@@ -1,0 +1,156 @@
+"""The triggers that keep `search_document` in step with the record tables.
+
+For each kind, statement-level AFTER triggers with transition tables upsert
+(or delete) the changed rows' index entries in one statement, whatever wrote
+them: the ORM, bulk_create, queryset.update(), raw SQL or the importer's
+INSERT ... ON CONFLICT. TRUNCATE empties that kind's entries.
+
+The weighted text follows the search design: A = title or name; B =
+descriptions, acceptance criteria, steps, actual and expected results; D =
+environment. `body` is the non-title text, kept for the embedding worker and
+for snippets; `content_hash` is the md5 of the text that gets embedded, so a
+row whose embedding is stale is one comparison away.
+"""
+
+TEXT_SEARCH_CONFIG = "english"
+
+KINDS = {
+    "product": {
+        "table": "backlog_product",
+        "product_id": "r.id",
+        "feature_id": "NULL::bigint",
+        "title": "r.name",
+        "status": "NULL",
+        "severity": "NULL",
+        "weights": {"A": ["r.name"], "B": ["r.description"]},
+        "body": ["nullif(r.description, '')"],
+    },
+    "feature": {
+        "table": "backlog_feature",
+        "product_id": "r.product_id",
+        "feature_id": "r.id",
+        "title": "r.name",
+        "status": "NULL",
+        "severity": "NULL",
+        "weights": {"A": ["r.name"], "B": ["r.description", "r.acceptance_criteria"]},
+        "body": ["nullif(r.description, '')", "nullif(r.acceptance_criteria, '')"],
+    },
+    "test": {
+        "table": "backlog_test",
+        "product_id": "r.product_id",
+        "feature_id": "r.feature_id",
+        "title": "r.title",
+        "status": "r.status",
+        "severity": "NULL",
+        "weights": {"A": ["r.title"], "B": ["r.description", "array_to_string(r.steps, E'\\n')"]},
+        "body": ["nullif(r.description, '')", "nullif(array_to_string(r.steps, E'\\n'), '')"],
+    },
+    "bug": {
+        "table": "backlog_bug",
+        "product_id": "r.product_id",
+        "feature_id": "r.feature_id",
+        "title": "r.title",
+        "status": "r.status",
+        "severity": "r.severity",
+        "weights": {
+            "A": ["r.title"],
+            "B": ["r.description", "r.actual_result", "r.expected_result", "r.steps"],
+            "D": ["r.environment"],
+        },
+        "body": [
+            "nullif(r.description, '')",
+            "r.actual_result",
+            "r.expected_result",
+            "r.steps",
+            "r.environment",
+        ],
+    },
+}
+
+COLUMNS = (
+    "kind, record_id, key, product_id, feature_id, title, body, status, severity, "
+    "created_at, updated_at, search_vector, content_hash"
+)
+
+
+def _vector(weights: dict[str, list[str]]) -> str:
+    parts = [
+        f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', concat_ws(' ', {', '.join(columns)})), '{weight}')"
+        for weight, columns in weights.items()
+    ]
+    return " || ".join(parts)
+
+
+def index_rows_sql(kind: str, source: str) -> str:
+    """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r)."""
+    spec = KINDS[kind]
+    updates = ", ".join(
+        f"{column} = EXCLUDED.{column}" for column in COLUMNS.split(", ") if column not in ("kind", "record_id")
+    )
+    return f"""
+    INSERT INTO search_document ({COLUMNS})
+    SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
+           {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
+           {_vector(spec["weights"])}, md5({spec["title"]} || E'\\n' || x.body)
+    FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(spec["body"])}) AS body) x
+    ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
+    """
+
+
+def create_triggers_sql(kind: str) -> str:
+    table = KINDS[kind]["table"]
+    return f"""
+    CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      {index_rows_sql(kind, "new_rows")};
+      RETURN NULL;
+    END $$;
+
+    CREATE OR REPLACE FUNCTION search_unindex_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      DELETE FROM search_document d USING old_rows r WHERE d.kind = '{kind}' AND d.record_id = r.id;
+      RETURN NULL;
+    END $$;
+
+    CREATE OR REPLACE FUNCTION search_truncate_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      DELETE FROM search_document WHERE kind = '{kind}';
+      RETURN NULL;
+    END $$;
+
+    CREATE TRIGGER search_index_{kind}_insert AFTER INSERT ON {table}
+      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION search_index_{kind}();
+    CREATE TRIGGER search_index_{kind}_update AFTER UPDATE ON {table}
+      REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION search_index_{kind}();
+    CREATE TRIGGER search_index_{kind}_delete AFTER DELETE ON {table}
+      REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION search_unindex_{kind}();
+    CREATE TRIGGER search_index_{kind}_truncate AFTER TRUNCATE ON {table}
+      FOR EACH STATEMENT EXECUTE FUNCTION search_truncate_{kind}();
+    """
+
+
+def drop_triggers_sql(kind: str) -> str:
+    table = KINDS[kind]["table"]
+    return f"""
+    DROP TRIGGER IF EXISTS search_index_{kind}_insert ON {table};
+    DROP TRIGGER IF EXISTS search_index_{kind}_update ON {table};
+    DROP TRIGGER IF EXISTS search_index_{kind}_delete ON {table};
+    DROP TRIGGER IF EXISTS search_index_{kind}_truncate ON {table};
+    DROP FUNCTION IF EXISTS search_index_{kind}();
+    DROP FUNCTION IF EXISTS search_unindex_{kind}();
+    DROP FUNCTION IF EXISTS search_truncate_{kind}();
+    """
+
+
+def install_sql() -> str:
+    """Triggers for every kind, and the index entries of rows already stored."""
+    statements = [create_triggers_sql(kind) for kind in KINDS]
+    statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
+    # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
+    # so counting and faceting a large match set reads few pages.
+    statements.append("ALTER TABLE search_document SET (toast_tuple_target = 128)")
+    return "\n".join(statements)
+
+
+def uninstall_sql() -> str:
+    return "\n".join(drop_triggers_sql(kind) for kind in KINDS)

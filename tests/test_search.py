@@ -1,0 +1,334 @@
+"""search() and similar() on the real database: ranked order, filters inside
+both arms, the key shortcut, prefix and typo cases, cursors, and the
+keyword fallback while embeddings are missing.
+
+The corpus: Tramline Mobile (transit tickets) and Ledgerly (invoicing).
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from backlog.services import import_records
+from search.contract import SearchRequest
+from search.engine import SearchError, search, similar
+from search.indexing import embed_pending
+
+from .conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def t(day: int) -> str:
+    return datetime(2026, 1, day, 9, 0, tzinfo=UTC).isoformat()
+
+
+def bug(key, title, product="PRD-1", description="", raw=None, **fields):
+    return {
+        "kind": "bug",
+        "key": key,
+        "product": product,
+        "title": title,
+        "description": description,
+        "raw_data": raw or {},
+        "created_at": t(fields.pop("day", 1)),
+        **fields,
+    }
+
+
+CORPUS = [
+    {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile", "description": "Ticketing app for city transit"},
+    {"kind": "product", "key": "PRD-2", "name": "Ledgerly", "description": "Invoicing for small firms"},
+    {
+        "kind": "feature",
+        "key": "FEAT-1",
+        "product": "PRD-1",
+        "name": "Season pass renewal",
+        "description": "Renew a monthly or yearly pass before it expires",
+    },
+    {"kind": "feature", "key": "FEAT-2", "product": "PRD-2", "name": "PDF export"},
+    {
+        "kind": "test",
+        "key": "TEST-1",
+        "product": "PRD-1",
+        "feature": "FEAT-1",
+        "title": "Renew an expired pass with a saved card",
+        "steps": ["Open Passes", "Tap Renew", "Pay"],
+    },
+    bug(
+        "BUG-1",
+        "Renewal fails with a saved card",
+        feature="FEAT-1",
+        severity="high",
+        day=5,
+        raw={
+            "actual_result": "Tapping Renew shows a spinner forever",
+            "expected_result": "The payment sheet opens",
+            "environment": "Pixel 7, Android 14",
+        },
+    ),
+    bug(
+        "BUG-2",
+        "Spinner on checkout after login",
+        severity="medium",
+        day=6,
+        description="Seen during renewal of a yearly pass once",
+        status="fixed",
+    ),
+    bug("BUG-3", "Map tiles load slowly", severity="low", day=7, raw={"environment": "renewal build 6.2"}),
+    bug(
+        "BUG-4",
+        "Invoice PDF has the wrong VAT total",
+        product="PRD-2",
+        feature="FEAT-2",
+        severity="critical",
+        day=8,
+        raw={"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
+    ),
+    bug(
+        "BUG-5",
+        "Exported invoice shows wrong tax amount",
+        product="PRD-2",
+        feature="FEAT-2",
+        severity="high",
+        day=9,
+        description="The tax line on the exported PDF does not match the invoice screen",
+    ),
+    bug(
+        "BUG-6",
+        "App closes on the pass screen",
+        feature="FEAT-1",
+        severity="critical",
+        day=10,
+        description="Crash on the renewal screen after the update",
+    ),
+    bug("BUG-7", "Checkout", severity="low", day=11, description="Checkout button label is cut off in German"),
+]
+
+
+@pytest.fixture
+def corpus(db):
+    report = import_records(jsonl(*CORPUS).splitlines())
+    assert report.written, report.problems
+
+
+@pytest.fixture
+def embedded(corpus):
+    assert embed_pending() == len(CORPUS)
+
+
+def keys(response) -> list[str]:
+    return [hit.key for hit in response.results]
+
+
+def run(query, **options):
+    return search(SearchRequest(query=query, **options))
+
+
+# -- keyword ------------------------------------------------------------------------------
+
+
+def test_keyword_ranks_title_over_body_over_environment(corpus):
+    response = run("renewal", mode="keyword", entities=["bug"])
+
+    ranked = keys(response)
+    assert ranked[0] == "BUG-1"  # in the title
+    assert set(ranked[1:3]) == {"BUG-6", "BUG-2"}  # in the description
+    assert ranked[3] == "BUG-3"  # in the environment
+    assert response.total == 4 and response.total_exact
+
+
+def test_rarer_words_weigh_more(corpus):
+    # "tiles" is in one record, "renew" in six: a title match on the rare
+    # word beats title matches on the common one.
+    response = run("tiles or renew", mode="keyword")
+
+    assert keys(response)[0] == "BUG-3"
+    assert len(keys(response)) == 6  # tiles: BUG-3; renew: five more
+
+
+def test_and_relaxes_to_or_when_nothing_has_every_word(corpus):
+    response = run("invoice checkout laser printer", mode="keyword")
+
+    assert set(keys(response)) == {"PRD-2", "BUG-4", "BUG-5", "BUG-2", "BUG-7"}  # PRD-2: "Invoicing"
+
+
+def test_prefix_of_the_last_word(corpus):
+    assert keys(run("checko", mode="keyword"))[:2] == ["BUG-7", "BUG-2"]
+    assert keys(run("checko button", mode="keyword")) == ["BUG-7"]  # only the last word is a prefix
+
+
+def test_phrase_or_and_exclusion(corpus):
+    assert set(keys(run('"saved card"', mode="keyword"))) == {"BUG-1", "TEST-1"}
+    assert set(keys(run("vat or tiles", mode="keyword"))) == {"BUG-4", "BUG-3"}
+    assert "BUG-1" not in keys(run("renew -spinner", mode="keyword"))
+
+
+def test_raw_mode_and_its_syntax_errors(corpus):
+    assert keys(run("renew & !spinner & crash", mode="keyword", match_mode="raw")) == ["BUG-6"]
+
+    with pytest.raises(SearchError, match="not a valid tsquery"):
+        run("renew & (android", mode="keyword", match_mode="raw")
+
+
+def test_key_shortcut_puts_the_record_first(corpus):
+    response = run("bug-4", mode="keyword")
+
+    assert keys(response)[0] == "BUG-4"
+    assert response.results[0].title == "Invoice PDF has the wrong VAT total"
+
+
+def test_exact_title_boost(corpus):
+    # BUG-7's title is the query; BUG-2 mentions checkout too.
+    response = run("Checkout", mode="keyword", include_scores=True)
+
+    assert keys(response)[0] == "BUG-7"
+    assert "exact_title" in response.results[0].scores.boosts
+
+
+def test_facets_and_total_cover_the_whole_match_set(corpus):
+    response = run("renew", mode="keyword", limit=1)
+
+    assert response.total == 6 and len(response.results) == 1
+    kinds = {f.value: f.count for f in response.facets.kind}
+    assert kinds == {"bug": 4, "feature": 1, "test": 1}
+    assert {f.value: f.count for f in response.facets.product} == {"PRD-1": 6}
+    assert {f.value: f.count for f in response.facets.severity} == {"high": 1, "medium": 1, "low": 1, "critical": 1}
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        ({"entities": ["test", "feature"]}, {"TEST-1", "FEAT-1"}),
+        ({"products": ["PRD-2"]}, {"PRD-2", "BUG-4", "BUG-5"}),
+        ({"status": ["fixed"]}, {"BUG-2"}),
+        ({"severity": ["critical"]}, {"BUG-4", "BUG-6"}),
+        ({"feature": "FEAT-2"}, {"BUG-4", "BUG-5"}),
+        ({"created_after": "2026-01-09T00:00:00+00:00", "entities": ["bug"]}, {"BUG-5", "BUG-6", "BUG-7"}),
+        ({"created_before": "2026-01-06T00:00:00+00:00", "entities": ["bug"]}, {"BUG-1"}),
+    ],
+)
+def test_filters_in_the_keyword_arm(corpus, filters, expected):
+    response = run("renew or invoice or tax or checkout or card or pass", mode="keyword", limit=100, **filters)
+
+    assert set(keys(response)) == expected
+    assert response.total == len(expected)
+
+
+def test_cursor_pages_are_stable_and_complete(corpus):
+    everything = keys(run("renew or invoice or checkout or tiles", mode="keyword", limit=100))
+    pages, cursor = [], None
+    while True:
+        response = run("renew or invoice or checkout or tiles", mode="keyword", limit=3, cursor=cursor)
+        pages.append(keys(response))
+        cursor = response.next_cursor
+        if cursor is None:
+            break
+
+    assert [key for page in pages for key in page] == everything
+    assert len(pages) == -(-len(everything) // 3)
+    ranks = [hit.rank for hit in run("renew or invoice", mode="keyword", limit=2, cursor=None).results]
+    assert ranks == [1, 2]
+
+
+def test_a_cursor_from_another_search_is_refused(corpus):
+    cursor = run("renew", mode="keyword", limit=1).next_cursor
+
+    with pytest.raises(SearchError, match="different search"):
+        run("invoice", mode="keyword", limit=1, cursor=cursor)
+    with pytest.raises(SearchError, match="not a cursor"):
+        run("renew", mode="keyword", cursor="garbage")
+
+
+def test_snippet_highlights_point_at_the_match(corpus):
+    hit = run("forever", mode="keyword", entities=["bug"]).results[0]
+
+    assert hit.key == "BUG-1"
+    assert hit.snippet.field == "actual_result"
+    assert hit.snippet.matched_fields == ["actual_result"]
+    spans = [hit.snippet.text[h.start : h.end].lower() for h in hit.snippet.highlights]
+    assert spans == ["forever"]
+
+
+def test_include_content_and_scores(corpus):
+    hit = run("vat", mode="keyword", include_content=True, include_scores=True).results[0]
+
+    assert hit.content["expected_result"] == "VAT is 20%"
+    assert hit.scores.keyword_rank == 1 and hit.scores.semantic_rank is None
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"query": " a "}, "2 to 500 characters"),
+        ({"query": "x" * 501}, "2 to 500 characters"),
+        ({"query": "renew", "limit": 101}, "less than or equal to 100"),
+        ({"query": "renew", "mode": "fuzzy"}, "'hybrid', 'keyword' or 'semantic'"),
+        ({"query": "renew", "entities": ["epic"]}, "'product', 'feature', 'test' or 'bug'"),
+        (
+            {"query": "renew", "created_after": "2026-02-01T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"},
+            "created_after must not be later than created_before",
+        ),
+    ],
+)
+def test_invalid_requests_say_what_to_send(options, message):
+    with pytest.raises(ValidationError, match=message):
+        SearchRequest(**options)
+
+
+# -- without and with embeddings -----------------------------------------------------------
+
+
+def test_hybrid_falls_back_to_keyword_without_embeddings(corpus):
+    response = run("renewal")
+
+    assert response.mode == "keyword"
+    assert response.index.embedded == 0 and response.index.coverage == 0
+    assert keys(response)[0] in {"FEAT-1", "BUG-1"}
+    with pytest.raises(SearchError, match="manage.py embed"):
+        run("renewal", mode="semantic")
+
+
+def test_semantic_finds_meaning_without_shared_words(embedded):
+    response = run("payment window never appears when I renew my ticket", mode="semantic", entities=["bug"])
+
+    assert response.mode == "semantic"
+    assert keys(response)[0] == "BUG-1"
+    assert keys(response).index("BUG-1") < keys(response).index("BUG-3")
+
+
+def test_hybrid_fuses_both_arms(embedded):
+    response = run("tax amount wrong on exported invoice", include_scores=True)
+
+    assert response.mode == "hybrid" and response.index.coverage == 1.0
+    assert keys(response)[0] == "BUG-5"
+    assert "BUG-4" in keys(response)[:3]
+    top = response.results[0].scores
+    assert top.keyword_rank is not None and top.semantic_rank is not None
+
+
+def test_semantic_filters_are_inside_the_arm(embedded):
+    response = run("app crashes", mode="semantic", products=["PRD-2"], limit=100)
+
+    assert set(keys(response)) == {"PRD-2", "FEAT-2", "BUG-4", "BUG-5"}  # all of PRD-2, nothing else
+    assert response.total == 4
+
+
+def test_records_without_vectors_still_rank_by_keyword(embedded):
+    import_records(jsonl(bug("BUG-8", "Renewal receipt email never arrives", day=12)).splitlines())
+
+    response = run("renewal receipt")
+
+    assert response.mode == "hybrid"
+    assert keys(response)[0] == "BUG-8"  # keyword only, with the semantic share of its keyword rank
+    assert response.index.embedded == len(CORPUS) and response.index.documents == len(CORPUS) + 1
+
+
+def test_similar_finds_the_duplicate(embedded):
+    response = similar("BUG-4", entities=["bug"])
+
+    assert keys(response)[0] == "BUG-5"
+    assert "BUG-4" not in keys(response)
+    with pytest.raises(SearchError, match="no record with key"):
+        similar("BUG-404")

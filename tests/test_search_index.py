@@ -1,0 +1,155 @@
+"""The lexical index is kept fresh by PostgreSQL on every write path, in the
+same transaction as the write."""
+
+import pytest
+from django.db import connection, transaction
+
+from backlog.models import Bug, Feature, Product, QATest
+from backlog.services import import_records
+from search.models import Document
+
+from .conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def matches(word: str) -> list[str]:
+    """Keys whose search vector matches `word`, via the GIN index."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key FROM search_document WHERE search_vector @@ plainto_tsquery('english', %s) ORDER BY key",
+            [word],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.fixture
+def product():
+    return Product.objects.create(key="PRD-1", name="Tramline Mobile", description="Ticketing for city transit")
+
+
+def test_every_kind_is_indexed_with_its_fields(product):
+    feature = Feature.objects.create(
+        key="FEAT-1", product=product, name="Season pass renewal", acceptance_criteria="The payment sheet opens"
+    )
+    QATest.objects.create(
+        key="TEST-1",
+        product=product,
+        feature=feature,
+        title="Renew with a saved card",
+        steps=["Open Passes", "Tap Renew"],
+    )
+    Bug.objects.create(
+        key="BUG-1",
+        product=product,
+        feature=feature,
+        title="Spinner forever",
+        raw_data={"actual_result": "Nothing happens", "environment": "Pixel 7"},
+    )
+
+    assert matches("ticketing") == ["PRD-1"]
+    assert matches("payment sheet") == ["FEAT-1"]
+    assert matches("tap") == ["TEST-1"]  # from the steps
+    assert matches("pixel") == ["BUG-1"]  # environment, from raw_data
+    assert matches("renewal") == ["FEAT-1", "TEST-1"]  # stemmed: renew
+    bug = Document.objects.get(key="BUG-1")
+    assert (bug.kind, bug.product_id, bug.feature_id, bug.status) == ("bug", product.id, feature.id, "open")
+
+
+def test_weights_title_above_body_above_environment(product):
+    Bug.objects.create(key="BUG-1", product=product, title="Android crash", raw_data={})
+    Bug.objects.create(key="BUG-2", product=product, title="Crash", description="Seen on android only")
+    Bug.objects.create(key="BUG-3", product=product, title="Crash", raw_data={"environment": "Android 14"})
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key FROM search_document WHERE search_vector @@ to_tsquery('english', 'android') "
+            "ORDER BY ts_rank(search_vector, to_tsquery('english', 'android')) DESC"
+        )
+        assert [row[0] for row in cursor.fetchall()] == ["BUG-1", "BUG-2", "BUG-3"]
+
+
+def test_model_save_updates_the_index(product):
+    bug = Bug.objects.create(key="BUG-1", product=product, title="Spinner forever")
+    bug.title = "Payment sheet is blank"
+    bug.save()
+
+    assert matches("spinner") == []
+    assert matches("blank") == ["BUG-1"]
+
+
+def test_bulk_create(product):
+    Bug.objects.bulk_create([Bug(key=f"BUG-{n}", product=product, title=f"Checkout fails {n}") for n in range(3)])
+
+    assert matches("checkout") == ["BUG-0", "BUG-1", "BUG-2"]
+
+
+def test_queryset_update(product):
+    Bug.objects.create(key="BUG-1", product=product, title="t", raw_data={"actual_result": "old"})
+
+    Bug.objects.filter(key="BUG-1").update(raw_data={"actual_result": "Voucher rejected"}, status="fixed")
+
+    assert matches("voucher") == ["BUG-1"]
+    assert Document.objects.get(key="BUG-1").status == "fixed"
+
+
+def test_raw_sql(product):
+    Bug.objects.create(key="BUG-1", product=product, title="t")
+
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE backlog_bug SET description = 'Refund lands twice' WHERE key = 'BUG-1'")
+
+    assert matches("refund") == ["BUG-1"]
+
+
+def test_import(product):
+    record = {"kind": "bug", "key": "BUG-1", "product": "PRD-1", "title": "Invoice total off by a cent"}
+    import_records(jsonl(record).splitlines())
+    assert matches("invoice") == ["BUG-1"]
+
+    import_records(jsonl(dict(record, title="Rounding error in VAT")).splitlines())
+
+    assert matches("invoice") == []
+    assert matches("vat") == ["BUG-1"]
+
+
+def test_delete_and_truncate(product):
+    Bug.objects.create(key="BUG-1", product=product, title="Crash")
+    QATest.objects.create(key="TEST-1", product=product, title="Crash test")
+
+    Bug.objects.filter(key="BUG-1").delete()
+    assert matches("crash") == ["TEST-1"]
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the test's transaction holds deferred FK checks
+        cursor.execute("TRUNCATE backlog_test CASCADE")
+    assert matches("crash") == []
+
+
+def test_the_index_changes_in_the_same_transaction(product):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Bug.objects.create(key="BUG-1", product=product, title="Rolled back")
+        assert matches("rolled") == ["BUG-1"]  # visible inside the transaction
+        raise RuntimeError
+
+    assert matches("rolled") == []
+    assert not Document.objects.filter(key="BUG-1").exists()
+
+
+def test_a_key_is_unique_across_kinds_in_the_database(product):
+    Feature.objects.create(key="DUP-1", product=product, name="Feature")
+
+    with pytest.raises(Exception, match="search_document_key"), transaction.atomic():
+        Bug.objects.create(key="DUP-1", product=product, title="Bug")
+
+
+def test_content_hash_changes_with_the_text_only(product):
+    bug = Bug.objects.create(key="BUG-1", product=product, title="Crash", raw_data={"actual_result": "Closes"})
+    before = Document.objects.get(key="BUG-1").content_hash
+
+    Bug.objects.filter(pk=bug.pk).update(status="fixed")
+    unchanged = Document.objects.get(key="BUG-1").content_hash
+    Bug.objects.filter(pk=bug.pk).update(raw_data={"actual_result": "Freezes"})
+    changed = Document.objects.get(key="BUG-1").content_hash
+
+    assert before == unchanged != changed
