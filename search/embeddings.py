@@ -9,6 +9,15 @@ Two providers share one small interface (:class:`EmbeddingProvider`):
 
 Every stored vector records the provider's :attr:`~EmbeddingProvider.model_id`; vectors with different
 ids are not comparable, so changing the model (or how it is quantized) means re-embedding.
+
+Settings (read with ``getattr(settings, NAME, default)``; all optional):
+
+* ``EMBEDDING_PROVIDER``: ``"local"`` (default) or ``"openai"``.
+* local: ``EMBEDDING_MODEL_CACHE`` (folder for the derived model file, default ``<project>/.local/models``),
+  ``EMBEDDING_LOCAL_VARIANT`` (``"int8-dynamic"``, the default, or ``"int8"``: the packaged file as is),
+  ``EMBEDDING_THREADS`` (onnxruntime intra-op threads, default 0 = one per core).
+* openai: ``EMBEDDING_API_URL`` (``https://host/v1``), ``EMBEDDING_API_KEY``, ``EMBEDDING_MODEL``,
+  ``EMBEDDING_DIMENSIONS``, ``EMBEDDING_API_TIMEOUT`` (seconds, 30), ``EMBEDDING_API_BATCH`` (64).
 """
 
 from __future__ import annotations
@@ -56,9 +65,11 @@ VARIANT_DYNAMIC = "int8-dynamic"
 DEFAULT_LOCAL_VARIANT = VARIANT_DYNAMIC
 LOCAL_VARIANTS = (VARIANT_PACKAGED, VARIANT_DYNAMIC)
 
-#: Documents per onnxruntime call. Small batches of length-sorted texts were fastest on a 2-core
-#: machine: little padding, and the activations stay in cache (see /tmp/emb_bench in the report).
-DEFAULT_BATCH_SIZE = 8
+#: Documents per onnxruntime call. One at a time was the fastest on a 2-core machine for both variants
+#: (no padding at all, activations stay in cache; 59 docs/s against 37 at 32 length-sorted documents for
+#: int8-dynamic), and the int8-dynamic variant needs it anyway: its activation scales are computed per
+#: call, so a text embedded among other texts would get a slightly different vector (cosine ~0.99).
+DEFAULT_BATCH_SIZE = 1
 
 
 class EmbeddingError(RuntimeError):
@@ -134,6 +145,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _quiet_preprocessing_advice(record: logging.LogRecord) -> bool:
+    """Drop quantize_dynamic's root-logger advice to run shape-inference pre-processing first: the
+    constant folding below is the part of it this graph needs, and the advice would reach the console."""
+    return "pre-processing before quantization" not in record.getMessage()
+
+
 def derive_dynamic_model(source: Path, target: Path) -> Path:
     """Write an int8-arithmetic copy of ``source`` to ``target`` (atomically) and return ``target``.
 
@@ -166,7 +183,12 @@ def derive_dynamic_model(source: Path, target: Path) -> Path:
         options.optimized_model_filepath = str(folded)
         ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
         quantized = workdir / "model.onnx"
-        quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8, per_channel=True)
+        root = logging.getLogger()
+        root.addFilter(_quiet_preprocessing_advice)
+        try:
+            quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root.removeFilter(_quiet_preprocessing_advice)
         os.replace(quantized, target)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -190,11 +212,20 @@ class LocalEmbeddingProvider:
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int = 0,
     ) -> None:
-        """``threads`` is onnxruntime's intra-op thread count; 0 lets it use every physical core."""
+        """``threads`` is onnxruntime's intra-op thread count; 0 lets it use every physical core.
+
+        ``batch_size`` above 1 is only allowed for the packaged variant, whose vectors do not depend on
+        their batch-mates (see :data:`DEFAULT_BATCH_SIZE`).
+        """
         if variant not in LOCAL_VARIANTS:
             raise EmbeddingError(
                 f"Unknown local embedding variant {variant!r}; check EMBEDDING_LOCAL_VARIANT "
                 f"(one of {', '.join(LOCAL_VARIANTS)})."
+            )
+        if variant == VARIANT_DYNAMIC and batch_size != 1:
+            raise ValueError(
+                f"The {VARIANT_DYNAMIC} variant embeds one text per call: its int8 activation scales are "
+                f"computed per call, so batching would make each vector depend on its batch-mates."
             )
         self.variant = variant
         self.model_id = f"{LOCAL_MODEL_NAME}/{variant}"
@@ -278,7 +309,9 @@ class LocalEmbeddingProvider:
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         """One onnxruntime call: mean of the token vectors over the attention mask, then L2."""
-        encodings = self._tokenizer.encode_batch(texts)
+        # encode() for a single text keeps the tokenizer's thread pool unused, so a later fork (e.g. a
+        # preloading web server) does not make it warn and turn parallelism off.
+        encodings = self._tokenizer.encode_batch(texts) if len(texts) > 1 else [self._tokenizer.encode(texts[0])]
         input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
         attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feed = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -290,7 +323,7 @@ class LocalEmbeddingProvider:
         return l2_normalise(pooled)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed in batches of similar length (so little padding is computed), returned in input order."""
+        """Vectors in input order; batches (if any) hold texts of similar length, so little padding is run."""
         self._load()
         clipped = [clip_text(text) for text in texts]
         out = np.empty((len(clipped), self.dimensions), dtype=np.float32)
@@ -450,6 +483,7 @@ def build_provider() -> EmbeddingProvider:
         return LocalEmbeddingProvider(
             variant=getattr(settings, "EMBEDDING_LOCAL_VARIANT", None) or DEFAULT_LOCAL_VARIANT,
             cache_dir=getattr(settings, "EMBEDDING_MODEL_CACHE", None) or None,
+            threads=int(getattr(settings, "EMBEDDING_THREADS", 0) or 0),
         )
     if kind == "openai":
         return OpenAIEmbeddingProvider(

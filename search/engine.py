@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -119,7 +120,7 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult
     n, df = ranking.document_frequencies([t.tsquery for t in terms])
     weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
-    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    cap = setting("SEARCH_EXACT_LIMIT", 3000)
     result = ranking.keyword_arm(all_of, weighted, None, scope, depth, min(df.values()))
     if all_of == any_of or result.total >= setting("SEARCH_RELAX_BELOW", 5):
         return result
@@ -480,11 +481,23 @@ def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_q
 # -- index health ---------------------------------------------------------------------------
 
 
+_health_cache: dict = {}
+HEALTH_TTL_SECONDS = 5.0
+
+
 def index_health() -> IndexHealth:
-    """How complete the vector index is for the active model."""
+    """How complete the vector index is for the active model.
+
+    Counting is a scan of the whole index table; above 10,000 documents
+    the figure is reused for HEALTH_TTL_SECONDS within a process, so it may
+    lag a few seconds behind the embedding worker.
+    """
     from .embeddings import get_provider
 
     model_id = get_provider().model_id
+    cached = _health_cache.get(model_id)
+    if cached and time.monotonic() - cached[0] < HEALTH_TTL_SECONDS:
+        return cached[1]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(*) FILTER (WHERE embedding_model = %s AND embedding_hash = content_hash) "
@@ -492,9 +505,12 @@ def index_health() -> IndexHealth:
             [model_id],
         )
         documents, embedded = cursor.fetchone()
-    return IndexHealth(
+    health = IndexHealth(
         documents=documents,
         embedded=embedded,
         coverage=round(embedded / documents, 4) if documents else 1.0,
         model=model_id,
     )
+    if documents > 10_000:
+        _health_cache[model_id] = (time.monotonic(), health)
+    return health

@@ -23,13 +23,16 @@ estimated from a page sample (TABLESAMPLE) and flagged as estimates.
 """
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
 
-RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"  # D, C, B, A: environment .. title
+def rank_weights() -> str:
+    """ts_rank's weights for D, C, B, A (environment .. title)."""
+    return "{" + setting("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.4,1.0") + "}"
 
 
 def setting(name: str, default):
@@ -84,14 +87,17 @@ def _corpus_stats() -> tuple[float, dict[str, float]]:
 
 
 def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
+    """df of each term's tsquery: from the column statistics when PostgreSQL
+    keeps them for its lexeme, else counted (capped: past the cap a term is
+    common, and its idf small and flat anyway)."""
     n, freq = _corpus_stats()
-    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    cap = setting("SEARCH_EXACT_LIMIT", 3000)
     df: dict[str, float] = {}
     to_count = []
     for q in set(tsqueries):
-        lexeme = q.strip("'") if q.count("'") == 2 and ":" not in q and " " not in q else None
-        if lexeme is not None and lexeme in freq:
-            df[q] = freq[lexeme] * n
+        lexemes = _LEXEME.findall(q)
+        if len(set(lexemes)) == 1 and lexemes[0] in freq:
+            df[q] = freq[lexemes[0]] * n  # a word, or a word and its prefix
         else:
             to_count.append(q)
     if to_count:
@@ -99,10 +105,13 @@ def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]
             cursor.execute(
                 "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
                 "WHERE search_vector @@ t.q::tsquery LIMIT %s) s) FROM unnest(%s::text[]) AS t(q)",
-                [cap * 5, to_count],
+                [cap + 1, to_count],
             )
             df.update({q: float(count) for q, count in cursor.fetchall()})
     return n, df
+
+
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
 def idf(n: float, df: float) -> float:
@@ -119,7 +128,7 @@ def _score_sql(terms: list[tuple[str, float]], alias: str) -> tuple[str, list]:
     normalization = setting("SEARCH_RANK_NORMALIZATION", 1)
     parts, params = [], []
     for tsquery, weight in terms:
-        parts.append(f"%s * ts_rank('{RANK_WEIGHTS}', {alias}.search_vector, %s::tsquery, {int(normalization)})")
+        parts.append(f"%s * ts_rank('{rank_weights()}', {alias}.search_vector, %s::tsquery, {int(normalization)})")
         params += [weight, tsquery]
     return " + ".join(parts) or "0", params
 
@@ -138,7 +147,9 @@ def keyword_arm(
     `candidate_query`, when given, is a narrower tsquery (the rarer terms)
     used to pick candidates if the match set is too broad to rank whole.
     """
-    cap = setting("SEARCH_EXACT_LIMIT", 2000)
+    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    if df_estimate > 3 * cap:  # clearly broad: skip the exact attempt
+        return _broad(match_query, weighted_terms, candidate_query, scope, depth, df_estimate)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -164,28 +175,42 @@ def keyword_arm(
         return ArmResult(_pairs(ranked), count, True, _facet_dict(facets), match_query)
 
     # Broad: rank a bounded candidate set, estimate total and facets.
+    return _broad(match_query, weighted_terms, candidate_query, scope, depth, max(df_estimate, cap + 1))
+
+
+def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: float) -> ArmResult:
+    """More than EXACT_LIMIT matches. Candidates: the rarer terms' matches
+    (at most EXACT_LIMIT by construction), else the RECENT_CANDIDATES most
+    recently updated matches. Finding those costs min(matches, R * N /
+    matches) row visits: a bitmap over all matches when they are few, a walk
+    down the updated_at index when they are many."""
+    n, _ = _corpus_stats()
+    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    recent = setting("SEARCH_RECENT_CANDIDATES", 300)
     if candidate_query:
-        source, source_params = "d.search_vector @@ %s::tsquery", [candidate_query]
-        order = ""
+        source, source_params, order, limit = "d.search_vector @@ %s::tsquery AND", [candidate_query], "", cap
     else:
-        source, source_params = "TRUE", []
-        order = "ORDER BY d.updated_at DESC"
+        walk = matches > (recent * n) ** 0.5
+        # "+ interval '0'" hides the index order from the planner: use the bitmap.
+        order = "ORDER BY d.updated_at DESC" if walk else "ORDER BY d.updated_at + interval '0' DESC"
+        source, source_params, limit = "", [], recent
+    score, score_params = _score_sql(weighted_terms, "c")
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
-                SELECT c.id, {_score_sql(weighted_terms, "c")[0]} AS score FROM (
+                SELECT c.id, {score} AS score FROM (
                     SELECT d.id, d.search_vector FROM search_document d
-                    WHERE {source} AND d.search_vector @@ %s::tsquery AND ({scope.where})
+                    WHERE {source} d.search_vector @@ %s::tsquery AND ({scope.where})
                     {order} LIMIT %s
                 ) c ORDER BY score DESC, c.id LIMIT %s
             ) ranked
             """,
-            [*_score_sql(weighted_terms, "c")[1], *source_params, match_query, *scope.params, cap, depth],
+            [*score_params, *source_params, match_query, *scope.params, limit, depth],
         )
         ranked = cursor.fetchone()[0]
-    total, facets = estimate_matches(match_query, scope, max(df_estimate, cap + 1))
-    return ArmResult(_pairs(ranked), max(total, cap + 1), False, facets, match_query)
+    total, facets, exact = count_matches(match_query, scope, matches)
+    return ArmResult(_pairs(ranked), max(total, cap + 1), exact, facets, match_query)
 
 
 _FACETS_SQL = """
@@ -212,26 +237,30 @@ def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
     return facets
 
 
-def estimate_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict]:
-    """Total and facets of a broad query from a repeatable page sample."""
-    n, _ = _corpus_stats()
-    target = setting("SEARCH_SAMPLE_MATCHES", 1000)
-    percent = min(100.0, max(0.5, 100.0 * target / max(expected, 1.0)))
+def count_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
+    """Total and facets of a broad match set: counted when that is cheap
+    (up to SEARCH_EXACT_COUNT_LIMIT expected matches, about a microsecond
+    each), else estimated from a repeatable page sample of about
+    SEARCH_SAMPLE_MATCHES matching rows."""
+    if expected <= setting("SEARCH_EXACT_COUNT_LIMIT", 6000):
+        source, params, scale = "search_document d", [], 1.0
+    else:
+        target = setting("SEARCH_SAMPLE_MATCHES", 400)
+        percent = min(100.0, max(0.2, 100.0 * target / expected))
+        source, params, scale = "search_document d TABLESAMPLE SYSTEM (%s) REPEATABLE (17)", [percent], 100 / percent
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH s AS MATERIALIZED (
-                SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
-                TABLESAMPLE SYSTEM (%s) REPEATABLE (17)
+                SELECT d.kind, d.product_id, d.status, d.severity FROM {source}
                 WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
             )
             SELECT (SELECT count(*) FROM s), ({_FACETS_SQL.format(source="s")})
             """,
-            [percent, match_query, *scope.params],
+            [*params, match_query, *scope.params],
         )
         count, facets = cursor.fetchone()
-    scale = 100.0 / percent
-    return round(count * scale), _facet_dict(facets, scale)
+    return round(count * scale), _facet_dict(facets, scale), scale == 1.0
 
 
 def _pairs(ranked) -> list[tuple[int, float]]:

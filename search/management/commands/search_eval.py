@@ -1,12 +1,15 @@
 """`manage.py search_eval DIR`: ranking quality on a judged query set.
 
-The set's records go into a database of the command's own, created empty
-and migrated by Django's test-database machinery (as bench/import_bench.py
-does) and dropped at the end unless --keep-db: the user's data is never read
-or changed. The metrics and the runner are in search/evaluation.py.
+The set's records go into a database of the command's own (search_eval_<pid>
+unless --database-name says otherwise), created empty and migrated by
+Django's test-database machinery as bench/import_bench.py does, and dropped
+at the end unless --keep-db: the user's data is never read or changed, and
+two runs at the same time do not meet. The metrics and the runner are in
+search/evaluation.py.
 """
 
 import json
+import os
 from argparse import ArgumentTypeError
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,8 +53,8 @@ class Command(BaseCommand):
         parser.add_argument("--keep-db", action="store_true", help="leave the evaluation database for inspection")
         parser.add_argument(
             "--database-name",
-            default=DATABASE_PREFIX,
-            help=f"the evaluation database, dropped first if it exists; must start with {DATABASE_PREFIX}",
+            help=f"the evaluation database, dropped first if it exists; must start with {DATABASE_PREFIX} "
+            f"(default: {DATABASE_PREFIX}_<process id>, so that runs at the same time never share one)",
         )
         parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")
         parser.add_argument("--no-progress", dest="progress", action="store_false")
@@ -65,6 +68,7 @@ class Command(BaseCommand):
             judged_set = judged_set.first(limit_queries)
         bars = progress_bars(progress)
         ranking = EngineRanking()
+        database_name = database_name or f"{DATABASE_PREFIX}_{os.getpid()}"
 
         with fresh_database(database_name, keep=keep_db):
             imported = import_records(judged_set.records, progress=bars, total_lines=len(judged_set.records))
@@ -80,6 +84,8 @@ class Command(BaseCommand):
             except JudgedSetError as exc:
                 raise CommandError(str(exc)) from None
 
+        if keep_db:
+            self.stderr.write(f"The evaluation database {database_name} was kept.")
         self.stdout.write(format_report(report))
         for mode, run in report.runs.items():
             if run.failures:
