@@ -316,22 +316,25 @@ def similar(
     return _respond(request, mode, candidates, total, exact, facet_counts, health, keyword.query if keyword else "")
 
 
+MORE_LIKE_THIS_BODY_TERMS = 40
+
+
 def _more_like_this(title: str, body: str) -> ParsedQuery:
-    """Title words plus the rarest words of the body, as one OR query."""
-    words = re.findall(r"[A-Za-z][A-Za-z0-9_]{2,}", body or "")[:400]
-    parsed = parse(" ".join([title, *dict.fromkeys(words)]), "simple")
-    terms = [t for t in parsed.terms]
-    title_terms = set(parse(title, "simple").all_of().split()) if title.strip() else set()
-    n, df = ranking.document_frequencies([t.tsquery for t in terms])
-    body_terms = sorted((t for t in terms if t.tsquery not in title_terms), key=lambda t: df[t.tsquery])
-    keep = {t.tsquery for t in terms if t.tsquery in title_terms} | {t.tsquery for t in body_terms[:12]}
-    chosen, seen = [], set()
-    for t in terms:
-        if t.tsquery in keep and t.tsquery not in seen:
-            chosen.append([t])
-            seen.add(t.tsquery)
-    # A single OR group: the keyword arm ranks by shared rare words.
-    return ParsedQuery(text=title, groups=[[t for group in chosen for t in group]])
+    """The record's title words plus its most telling body words, as one OR query.
+
+    Telling: the rarest body words that at least one other record shares (a
+    word only this record has cannot find anything else).
+    """
+    # A trailing space: no word here is being typed, so none is a prefix.
+    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").terms}
+    words = dict.fromkeys(re.findall(r"[A-Za-z][A-Za-z0-9_]{2,}", body or ""))
+    body_terms = {
+        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").terms if t.tsquery not in title_terms
+    }
+    n, df = ranking.document_frequencies([*title_terms, *body_terms])
+    shared = sorted((q for q in body_terms if df[q] >= 2), key=lambda q: df[q])
+    chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:MORE_LIKE_THIS_BODY_TERMS]]
+    return ParsedQuery(text=title, groups=[chosen])
 
 
 def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dict]:
