@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "config",  # for its management command `serve`
     "backlog",
     "search",
     "mcp_bridge",

@@ -6,6 +6,8 @@ runserver, as runserver itself splits parsing from serving.
 
 import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 from django.conf import settings
@@ -21,8 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("addrport", nargs="?", default=os.environ.get("SERVE_ADDRPORT", "127.0.0.1:8000"))
         parser.add_argument("--demo-records", type=int, default=int(os.environ.get("DEMO_RECORDS", "5000")))
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
+        parser.add_argument(
+            "--no-embed", action="store_true", help="do not run the embedding worker (`embed --watch`) beside the server"
+        )
 
-    def handle(self, addrport, demo_records, no_serve, **options):
+    def handle(self, addrport, demo_records, no_serve, no_embed, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         if demo_records:
@@ -33,13 +38,35 @@ class Command(BaseCommand):
             "\n"
             f"  Admin:     {base}/admin/   (user {username}, {password_note})\n"
             f"  Database:  {self.database_description()}\n"
+            f"  Vectors:   {self.embedding_status(no_embed)}\n"
             "  MCP:       the MCP server arrives with the REST/MCP issue; see README.md.\n"
         )
         if not no_serve:
-            self.inner_run(addrport)
+            self.inner_run(addrport, embed=not no_embed)
 
-    def inner_run(self, addrport):
-        call_command("runserver", addrport, use_reloader=False)
+    def inner_run(self, addrport, embed: bool):
+        worker = None
+        if embed:
+            # The embedding worker runs beside the server and stops with it.
+            worker = subprocess.Popen(
+                [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "embed", "--watch", "--no-progress"],
+                stdout=subprocess.DEVNULL,
+            )
+        try:
+            call_command("runserver", addrport, use_reloader=False)
+        finally:
+            if worker is not None:
+                worker.terminate()
+                worker.wait(timeout=30)
+
+    def embedding_status(self, no_embed: bool) -> str:
+        from search.engine import index_health
+
+        health = index_health()
+        status = f"{health.embedded} of {health.documents} records embedded ({health.model})"
+        if health.embedded < health.documents and not no_embed:
+            status += "; the embedding worker fills in the rest while you search by keyword"
+        return status
 
     def ensure_admin(self) -> tuple[str, str]:
         User = get_user_model()
