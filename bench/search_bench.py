@@ -54,12 +54,36 @@ from search.engine import search  # noqa: E402
 
 UNIVERSAL = "qaeverywhere"
 QUERIES = [
-    UNIVERSAL, "open", "test", "crash", "spinner", "refund", "timezone", "voiceover", "zoom", "vat",
-    "payment fails", "app crashes on startup", "wrong total invoice", "season pass renewal",
-    '"payment sheet"', "checko", "renewa", "offline ticket wallet", "dark mode contrast",
-    "memory leak map", "500 error export", "duplicate charge card", "login session expired",
-    "why does the app close when I renew my pass", "invoice total does not match the breakdown",
-    "BUG-1432", "TEST-208", "open -android", "crash or freeze", f"{UNIVERSAL} crash",
+    UNIVERSAL,
+    "open",
+    "test",
+    "crash",
+    "spinner",
+    "refund",
+    "timezone",
+    "voiceover",
+    "zoom",
+    "vat",
+    "payment fails",
+    "app crashes on startup",
+    "wrong total invoice",
+    "season pass renewal",
+    '"payment sheet"',
+    "checko",
+    "renewa",
+    "offline ticket wallet",
+    "dark mode contrast",
+    "memory leak map",
+    "500 error export",
+    "duplicate charge card",
+    "login session expired",
+    "why does the app close when I renew my pass",
+    "invoice total does not match the breakdown",
+    "BUG-1432",
+    "TEST-208",
+    "open -android",
+    "crash or freeze",
+    f"{UNIVERSAL} crash",
 ]
 
 
@@ -149,7 +173,7 @@ def semantic_recall(vectors: dict[str, np.ndarray], rounds: int) -> tuple[list[f
     times, recalls = [], []
     scope = ranking.Scope()
     for _ in range(rounds):
-        for query, vector in vectors.items():
+        for _query, vector in vectors.items():
             times.append(timed(lambda v=vector: ranking.semantic_arm(v, provider.model_id, scope, 20)))
     for vector in vectors.values():
         approximate = [doc for doc, _ in ranking.semantic_arm(vector, provider.model_id, scope, 20).ranked[:10]]
@@ -200,11 +224,20 @@ def main() -> None:
                 for _ in range(args.rounds)
                 for q in QUERIES
             ]
-        rows["baseline (naive)"] = [timed(lambda q=q: naive(q, vectors[q])) for _ in range(args.rounds) for q in QUERIES]
+        rows["baseline (naive)"] = [
+            timed(lambda q=q: naive(q, vectors[q])) for _ in range(args.rounds) for q in QUERIES
+        ]
         semantic_times, recall = semantic_recall(vectors, args.rounds)
         slowest = sorted(
-            ((statistics.median(timed(lambda q=q: search(SearchRequest(query=q, mode="keyword"))) for _ in range(3)), q)
-             for q in QUERIES),
+            (
+                (
+                    statistics.median(
+                        timed(lambda q=q: search(SearchRequest(query=q, mode="keyword"))) for _ in range(3)
+                    ),
+                    q,
+                )
+                for q in QUERIES
+            ),
             reverse=True,
         )[:3]
         provider.embed_query = original
@@ -218,10 +251,14 @@ def main() -> None:
     print("| what | p50 ms | p95 ms | median / baseline |")
     print("|---|---|---|---|")
     for name, times in rows.items():
-        print(f"| {name} | {statistics.median(times):.1f} | {percentile(times, 95):.1f} | "
-              f"{statistics.median(times) / baseline:.2f} |")
-    print(f"| semantic arm top-20 | {statistics.median(semantic_times):.1f} | {percentile(semantic_times, 95):.1f} "
-          f"| recall@10 vs exact scan: {recall:.3f} |")
+        print(
+            f"| {name} | {statistics.median(times):.1f} | {percentile(times, 95):.1f} | "
+            f"{statistics.median(times) / baseline:.2f} |"
+        )
+    print(
+        f"| semantic arm top-20 | {statistics.median(semantic_times):.1f} | {percentile(semantic_times, 95):.1f} "
+        f"| recall@10 vs exact scan: {recall:.3f} |"
+    )
     print("# slowest keyword queries (median of 3): " + ", ".join(f"{q!r} {t:.1f} ms" for t, q in slowest))
 
 

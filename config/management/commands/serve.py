@@ -24,7 +24,9 @@ class Command(BaseCommand):
         parser.add_argument("--demo-records", type=int, default=int(os.environ.get("DEMO_RECORDS", "5000")))
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
         parser.add_argument(
-            "--no-embed", action="store_true", help="do not run the embedding worker (`embed --watch`) beside the server"
+            "--no-embed",
+            action="store_true",
+            help="do not run the embedding worker (`embed --watch`) beside the server",
         )
 
     def handle(self, addrport, demo_records, no_serve, no_embed, **options):
