@@ -17,6 +17,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Upper
 from pgvector.django import HalfVectorField, HnswIndex
 
 EMBEDDING_DIMENSIONS = 384
@@ -73,6 +74,8 @@ class Document(models.Model):
                 opclasses=["halfvec_cosine_ops"],
             ),
             models.Index(fields=["product_id", "kind"], name="search_document_product"),
+            # The key shortcut matches keys case-insensitively (bug-12 finds BUG-12).
+            models.Index(Upper("key"), name="search_document_key_upper"),
             models.Index(fields=["updated_at"], name="search_document_updated"),
             models.Index(fields=["created_at"], name="search_document_created"),
             models.Index(
