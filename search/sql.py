@@ -73,11 +73,27 @@ COLUMNS = (
 )
 
 
+# Compound identifiers (org.apache.hadoop.fs.s3a, fs.s3a.connection.maximum,
+# src/main/App.kt, HDFS-1234) are one token to PostgreSQL's parser; their
+# parts are indexed as well, at the same weight, so a query for "s3a
+# connection" finds them. Plain words are not repeated.
+IDENTIFIER_PARTS_SQL = r"""
+CREATE OR REPLACE FUNCTION search_identifier_parts(body text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT coalesce(string_agg(regexp_replace(m[1], '[._/:#@=$-]+', ' ', 'g'), ' '), '')
+  FROM regexp_matches(coalesce(body, ''), '([[:alnum:]]+(?:[._/:#@=$-]+[[:alnum:]]+)+)', 'g') AS m
+$$;
+"""
+
+
 def _vector(weights: dict[str, list[str]]) -> str:
-    parts = [
-        f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', concat_ws(' ', {', '.join(columns)})), '{weight}')"
-        for weight, columns in weights.items()
-    ]
+    parts = []
+    for weight, columns in weights.items():
+        text = f"concat_ws(' ', {', '.join(columns)})"
+        parts.append(
+            f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', {text}) || "
+            f"to_tsvector('{TEXT_SEARCH_CONFIG}', search_identifier_parts({text})), '{weight}')"
+        )
     return " || ".join(parts)
 
 
@@ -143,8 +159,13 @@ def drop_triggers_sql(kind: str) -> str:
 
 
 def install_sql() -> str:
-    """Triggers for every kind, and the index entries of rows already stored."""
-    statements = [create_triggers_sql(kind) for kind in KINDS]
+    """Triggers for every kind, and the index entries of rows already stored.
+
+    Migrations run the current version of this SQL: a later change to the
+    triggers ships as a migration that runs uninstall_sql() then
+    install_sql(), which also re-indexes every stored row.
+    """
+    statements = [IDENTIFIER_PARTS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
     statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.
@@ -154,3 +175,7 @@ def install_sql() -> str:
 
 def uninstall_sql() -> str:
     return "\n".join(drop_triggers_sql(kind) for kind in KINDS)
+
+
+def reinstall_sql() -> str:
+    return uninstall_sql() + "\n" + install_sql()
