@@ -121,7 +121,7 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult
     weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
     cap = setting("SEARCH_EXACT_LIMIT", 3000)
-    result = ranking.keyword_arm(all_of, weighted, None, scope, depth, min(df.values()))
+    result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n))
     if all_of == any_of or result.total >= setting("SEARCH_RELAX_BELOW", 5):
         return result
     # AND found little: rank documents matching any term, rarest terms first.
@@ -132,8 +132,24 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult
         rare.append(term)
         covered += df[term.tsquery]
     candidate_query = " | ".join(f"({t.tsquery})" for t in rare) if covered <= cap else None
-    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, sum(df.values()))
+    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
     return relaxed if relaxed.total > result.total else result
+
+
+def _expected_all(parsed: ParsedQuery, df: dict[str, float], n: float) -> float:
+    """Expected matches of every group together, taking terms as independent
+    (as PostgreSQL's own estimate does); decides the cheaper plan."""
+    fraction = 1.0
+    for group in parsed.groups:
+        fraction *= min(1.0, sum(df[t.tsquery] / n for t in group if t.tsquery) or 1.0)
+    return n * fraction
+
+
+def _expected_any(terms, df: dict[str, float], n: float) -> float:
+    missing = 1.0
+    for term in terms:
+        missing *= 1.0 - min(1.0, df[term.tsquery] / n)
+    return n * (1.0 - missing)
 
 
 def _semantic(text: str | None, vector, scope: Scope, depth: int, exclude_id: int | None = None):
