@@ -479,6 +479,17 @@ def _positive_number(value: Any, setting: str) -> float:
     return number
 
 
+def _threads_setting() -> int:
+    value = getattr(settings, "EMBEDDING_THREADS", DEFAULT_THREADS)
+    try:
+        threads = int(value)
+    except (TypeError, ValueError):
+        threads = -1
+    if threads < 0:
+        raise EmbeddingError(f"EMBEDDING_THREADS must be 0 (one per core) or a positive integer, not {value!r}.")
+    return threads
+
+
 # --------------------------------------------------------------------------------------------------
 # The process-wide provider
 
@@ -490,7 +501,7 @@ def build_provider() -> EmbeddingProvider:
         return LocalEmbeddingProvider(
             variant=getattr(settings, "EMBEDDING_LOCAL_VARIANT", None) or DEFAULT_LOCAL_VARIANT,
             cache_dir=getattr(settings, "EMBEDDING_MODEL_CACHE", None) or None,
-            threads=int(getattr(settings, "EMBEDDING_THREADS", DEFAULT_THREADS)),
+            threads=_threads_setting(),
         )
     if kind == "openai":
         return OpenAIEmbeddingProvider(

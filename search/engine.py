@@ -28,8 +28,9 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from difflib import SequenceMatcher
 
-from django.db import connection
+from django.db import connection, transaction
 
 from . import ranking, snippets
 from .contract import (
@@ -134,6 +135,48 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult
     candidate_query = " | ".join(f"({t.tsquery})" for t in rare) if covered <= cap else None
     relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
     return relaxed if relaxed.total > result.total else result
+
+
+TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
+CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
+
+
+def _typo_fallback(parsed: ParsedQuery, scope: Scope, depth: int):
+    """When the words find (almost) nothing: correct each word that matches
+    no record to the closest word of the titles that contain something
+    close to it (pg_trgm word similarity), and, failing that, offer the
+    titles closest to the whole query. Returns (arm or None, corrected text or None)."""
+    n, df = ranking.document_frequencies([t.tsquery for t in parsed.terms])
+    unknown = [t.text for t in parsed.terms if df.get(t.tsquery, 0) == 0 and " " not in t.text]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TYPO_SIMILARITY}")
+        corrections = {}
+        if unknown:
+            cursor.execute(
+                f"""SELECT w, ARRAY(SELECT d.title FROM search_document d WHERE w <%% d.title AND ({scope.where})
+                                   ORDER BY word_similarity(w, d.title) DESC, d.id LIMIT 5)
+                    FROM unnest(%s::text[]) AS w""",
+                [*scope.params, unknown],
+            )
+            for word, titles in cursor.fetchall():
+                vocabulary = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+                ratio = lambda v, w=word: SequenceMatcher(None, w.lower(), v).ratio()  # noqa: E731
+                best = max(vocabulary, key=ratio, default=None)
+                if best and ratio(best) >= CORRECTION_RATIO:
+                    corrections[word] = best
+        if corrections:
+            words = [corrections.get(word.strip('"-'), word) for word in parsed.text.split()]
+            return None, " ".join(words)
+        cursor.execute(
+            f"""SELECT d.id, word_similarity(%s, d.title) AS similarity FROM search_document d
+                WHERE %s <%% d.title AND ({scope.where}) ORDER BY similarity DESC, d.id LIMIT %s""",
+            [parsed.text, parsed.text, *scope.params, depth],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return None, None
+    ids = [row[0] for row in rows]
+    return ranking.ArmResult([(pk, float(sim)) for pk, sim in rows], len(rows), True, ranking.facets_of(ids)), None
 
 
 def _expected_all(parsed: ParsedQuery, df: dict[str, float], n: float) -> float:
@@ -261,6 +304,14 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         )
 
     keyword = _keyword(parsed, scope, depth) if mode in ("hybrid", "keyword") else None
+    corrected = None
+    if keyword is not None and parsed.raw is None and keyword.total < setting("SEARCH_RELAX_BELOW", 5):
+        fallback, corrected = _typo_fallback(parsed, scope, depth)
+        if corrected:
+            parsed = parse(corrected, request.match_mode)
+            keyword = _keyword(parsed, scope, depth)
+        elif fallback is not None and fallback.total > keyword.total:
+            keyword = fallback
     semantic = _semantic(request.query, None, scope, depth) if mode in ("hybrid", "semantic") else None
     key_match = _key_lookup(request.query, scope)
 
@@ -270,7 +321,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     _boost(candidates, request.query, key_match, _provider_model() if keyword and semantic else None)
     total, exact, facet_counts = _match_set(keyword, semantic, candidates, key_match)
     highlight_query = (keyword.query if keyword else "") or parsed.any_of()
-    return _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query)
+    return _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query, corrected)
 
 
 def similar(
@@ -411,7 +462,9 @@ def _ordered(request: SearchRequest, candidates: dict[int, Candidate]) -> list[C
     return sorted(candidates.values(), key=lambda c: (-c.score, c.id))
 
 
-def _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query) -> SearchResponse:
+def _respond(
+    request, mode, candidates, total, exact, facet_counts, health, highlight_query, corrected=None
+) -> SearchResponse:
     ordered = _ordered(request, candidates)
     fingerprint = _request_fingerprint(request)
     start = 0
@@ -432,7 +485,7 @@ def _respond(request, mode, candidates, total, exact, facet_counts, health, high
         query=request.query,
         mode=mode,
         match_mode=request.match_mode,
-        corrected_query=None,
+        corrected_query=corrected,
         total=max(total, len(ordered) if exact else total),
         total_exact=exact,
         facets=_facets(facet_counts),

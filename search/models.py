@@ -66,6 +66,8 @@ class Document(models.Model):
         ]
         indexes = [
             GinIndex(fields=["search_vector"], name="search_document_fts"),
+            # Typo tolerance: word_similarity(query, title) through pg_trgm.
+            GinIndex(fields=["title"], name="search_document_title_trgm", opclasses=["gin_trgm_ops"]),
             HnswIndex(
                 fields=["embedding"],
                 name="search_document_hnsw",

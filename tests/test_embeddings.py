@@ -257,10 +257,15 @@ def test_get_provider_builds_the_local_default_once(model_cache):
         provider = get_provider()
         assert isinstance(provider, LocalEmbeddingProvider)
         assert provider.model_id == "all-MiniLM-L6-v2/int8-dynamic"
-        assert provider.cache_dir == model_cache
+        assert provider.cache_dir == model_cache and provider.threads == 1
         assert get_provider() is provider
         reset_provider()
         assert get_provider() is not provider
+    with override_settings(EMBEDDING_MODEL_CACHE=str(model_cache), EMBEDDING_THREADS="0"):
+        assert get_provider().threads == 0
+    with override_settings(EMBEDDING_THREADS="all"):
+        with pytest.raises(EmbeddingError, match="EMBEDDING_THREADS"):
+            get_provider()
 
 
 OPENAI_SETTINGS = dict(

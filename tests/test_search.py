@@ -156,7 +156,18 @@ def test_and_relaxes_to_or_when_nothing_has_every_word(corpus):
 
 def test_prefix_of_the_last_word(corpus):
     assert keys(run("checko", mode="keyword"))[:2] == ["BUG-7", "BUG-2"]
-    assert keys(run("checko button", mode="keyword")) == ["BUG-7"]  # only the last word is a prefix
+    assert keys(run("checko button", mode="keyword"))[0] == "BUG-7"
+
+
+def test_typos_are_corrected_from_close_titles(corpus):
+    response = run("spiner on chekout", mode="keyword")
+
+    assert response.corrected_query == "spinner on checkout"
+    assert keys(response)[0] == "BUG-2"
+    assert run("renwal fails", mode="keyword").corrected_query == "renewal fails"
+    assert run("checkout", mode="keyword").corrected_query is None  # nothing to correct
+    nothing = run("zzxqv wplk", mode="keyword")
+    assert nothing.corrected_query is None and nothing.total == 0
 
 
 def test_phrase_or_and_exclusion(corpus):
