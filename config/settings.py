@@ -140,6 +140,7 @@ def envfloat(name: str, default: float) -> float:
 EMBEDDING_PROVIDER = envstr("EMBEDDING_PROVIDER", "local")
 EMBEDDING_LOCAL_VARIANT = envstr("EMBEDDING_LOCAL_VARIANT", "int8-dynamic")
 EMBEDDING_MODEL_CACHE = envstr("EMBEDDING_MODEL_CACHE", str(BASE_DIR / ".local" / "models"))
+EMBEDDING_THREADS = envint("EMBEDDING_THREADS", 1)
 EMBEDDING_API_URL = envstr("EMBEDDING_API_URL", "")
 EMBEDDING_API_KEY = envstr("EMBEDDING_API_KEY", "")
 EMBEDDING_MODEL = envstr("EMBEDDING_MODEL", "")
