@@ -312,7 +312,8 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
             keyword = _keyword(parsed, scope, depth)
         elif fallback is not None and fallback.total > keyword.total:
             keyword = fallback
-    semantic = _semantic(request.query, None, scope, depth) if mode in ("hybrid", "semantic") else None
+    semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH", 100))
+    semantic = _semantic(request.query, None, scope, semantic_depth) if mode in ("hybrid", "semantic") else None
     key_match = _key_lookup(request.query, scope)
 
     candidates = _fuse(keyword, semantic)
