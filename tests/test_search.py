@@ -319,11 +319,28 @@ def test_hybrid_fuses_both_arms(embedded):
     assert top.keyword_rank is not None and top.semantic_rank is not None
 
 
-def test_semantic_filters_are_inside_the_arm(embedded):
-    response = run("app crashes", mode="semantic", products=["PRD-2"], limit=100)
+# Everything each filter lets through: the semantic arm, deeper than this
+# corpus, must return exactly these, and nothing outside them.
+FILTERED = [
+    ({"entities": ["test", "feature"]}, {"TEST-1", "FEAT-1", "FEAT-2"}),
+    ({"products": ["PRD-2"]}, {"PRD-2", "FEAT-2", "BUG-4", "BUG-5"}),
+    ({"status": ["fixed"]}, {"BUG-2"}),
+    ({"severity": ["critical"]}, {"BUG-4", "BUG-6"}),
+    ({"feature": "FEAT-2"}, {"FEAT-2", "BUG-4", "BUG-5"}),
+    ({"created_after": "2026-01-09T00:00:00+00:00", "entities": ["bug"]}, {"BUG-5", "BUG-6", "BUG-7"}),
+    ({"updated_before": "2026-01-06T00:00:00+00:00", "entities": ["bug"]}, {"BUG-1"}),
+]
 
-    assert set(keys(response)) == {"PRD-2", "FEAT-2", "BUG-4", "BUG-5"}  # all of PRD-2, nothing else
-    assert response.total == 4
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+@pytest.mark.parametrize("filters, allowed", FILTERED)
+def test_filters_are_inside_the_semantic_arm(embedded, mode, filters, allowed):
+    response = run("app crashes when paying", mode=mode, limit=100, include_scores=True, **filters)
+
+    assert set(keys(response)) == allowed
+    assert response.total == len(allowed)
+    counted = sum(f.count for f in response.facets.kind)
+    assert counted == len(allowed)  # facets leak nothing outside the filter
 
 
 def test_records_without_vectors_still_rank_by_keyword(embedded):
@@ -343,3 +360,17 @@ def test_similar_finds_the_duplicate(embedded):
     assert "BUG-4" not in keys(response)
     with pytest.raises(SearchError, match="no record with key"):
         similar("BUG-404")
+
+
+def test_the_contract_exports_as_json_schema_and_round_trips(corpus):
+    from search.contract import SearchResponse, json_schema
+
+    schema = json_schema()
+    response = run("renew", mode="keyword", include_scores=True, include_content=True)
+
+    assert set(schema) == {"SearchRequest", "SearchResponse"}
+    assert {"query", "mode", "total", "facets", "results", "next_cursor", "index"} <= set(
+        schema["SearchResponse"]["properties"]
+    )
+    assert schema["SearchRequest"]["properties"]["limit"]["maximum"] == 100
+    assert SearchResponse.model_validate_json(response.model_dump_json()) == response
