@@ -33,7 +33,7 @@ from django.db import connection, transaction
 
 def rank_weights() -> str:
     """ts_rank's weights for D, C, B, A (environment .. title)."""
-    return "{" + setting("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.4,1.0") + "}"
+    return "{" + setting("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.6,1.0") + "}"
 
 
 def setting(name: str, default):
