@@ -304,9 +304,11 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
             "mode=semantic needs embeddings, and none are computed yet: run `manage.py embed`, or use mode=keyword."
         )
 
+    key_match = _key_lookup(request.query, scope)
     keyword = _keyword(parsed, scope, depth) if mode in ("hybrid", "keyword") else None
     corrected = None
-    if keyword is not None and parsed.raw is None and keyword.total < setting("SEARCH_RELAX_BELOW", 5):
+    typo_possible = keyword is not None and parsed.raw is None and key_match is None
+    if typo_possible and keyword.total < setting("SEARCH_RELAX_BELOW", 5):
         fallback, corrected = _typo_fallback(parsed, scope, depth)
         if corrected:
             parsed = parse(corrected, request.match_mode)
@@ -315,7 +317,6 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
             keyword = fallback
     semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH", 100))
     semantic = _semantic(request.query, None, scope, semantic_depth) if mode in ("hybrid", "semantic") else None
-    key_match = _key_lookup(request.query, scope)
 
     candidates = _fuse(keyword, semantic)
     if key_match is not None and key_match not in candidates:
