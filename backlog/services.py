@@ -138,6 +138,10 @@ def import_records(
             report.updated.clear()
             return report
         report.written = True
+    if report.written:
+        from search.indexing import after_bulk_write  # the index lives in search/
+
+        after_bulk_write(report.changed)
     return report
 
 

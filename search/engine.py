@@ -122,20 +122,29 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult
     n, df = ranking.document_frequencies([t.tsquery for t in terms])
     weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
-    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    candidate_query = _rarer_terms(terms, df)
+    if all_of == any_of:  # one term, or one OR group (similar() asks that way)
+        return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
     result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n))
-    if all_of == any_of or result.total >= setting("SEARCH_RELAX_BELOW", 5):
+    if result.total >= setting("SEARCH_RELAX_BELOW", 5):
         return result
     # AND found little: rank documents matching any term, rarest terms first.
+    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
+    return relaxed if relaxed.total > result.total else result
+
+
+def _rarer_terms(terms, df: dict[str, float]) -> str | None:
+    """The rarest terms whose matches together stay within EXACT_LIMIT, as
+    one OR tsquery: where a broad OR query takes its candidates (a record
+    matching only commoner terms cannot outscore them by much)."""
+    cap = setting("SEARCH_EXACT_LIMIT", 3000)
     rare, covered = [], 0.0
     for term in sorted(terms, key=lambda t: df[t.tsquery]):
-        if covered + df[term.tsquery] > cap and rare:
+        if covered + df[term.tsquery] > cap:
             break
         rare.append(term)
         covered += df[term.tsquery]
-    candidate_query = " | ".join(f"({t.tsquery})" for t in rare) if covered <= cap else None
-    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
-    return relaxed if relaxed.total > result.total else result
+    return " | ".join(f"({t.tsquery})" for t in rare) if rare else None
 
 
 TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach

@@ -62,3 +62,18 @@ def _store(batch, vectors, model_id: str) -> int:
             [model_id, [row[0] for row in batch], [row[3] for row in batch], literals],
         )
         return cursor.rowcount
+
+
+BULK_WRITE_ROWS = 1000
+
+
+def after_bulk_write(rows: int) -> None:
+    """Refresh what a large write makes stale: the planner's statistics
+    (ranking reads document frequencies of common words from pg_stats) and
+    the GIN index's pending list (unmerged entries slow every query until
+    they are merged)."""
+    if rows < BULK_WRITE_ROWS:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT gin_clean_pending_list('search_document_fts'::regclass)")
+        cursor.execute("ANALYZE search_document")
