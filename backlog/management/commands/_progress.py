@@ -1,9 +1,14 @@
-"""Progress bars for long commands: tqdm on stderr, quiet when not a terminal
-unless asked, so logs and pipes stay clean."""
+"""Helpers of the long commands: progress bars (tqdm on stderr, quiet when
+not a terminal unless asked, so logs and pipes stay clean) and writing
+records as JSON Lines."""
 
 import sys
+from collections.abc import Iterable
 
+from django.core.management.base import CommandError
 from tqdm import tqdm
+
+from backlog.interchange import dumps
 
 
 def progress_bars(enabled: bool | None = None):
@@ -24,3 +29,19 @@ def progress_bars(enabled: bool | None = None):
         )
 
     return make
+
+
+def write_jsonl(command, output: str, records: Iterable[dict], bar) -> None:
+    """Write `records` one a line to `output` (a path, or - for the command's stdout)."""
+    try:
+        out = command.stdout if output == "-" else open(output, "w", encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror}") from exc
+    try:
+        for record in records:
+            out.write(dumps(record) + "\n")
+            bar.update(1)
+    finally:
+        bar.close()
+        if out is not command.stdout:
+            out.close()

@@ -1,10 +1,9 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from backlog.interchange import dumps
 from backlog.models import RECORD_MODELS
 from backlog.services import KIND_ORDER, count_records, export_records
 
-from ._progress import progress_bars
+from ._progress import progress_bars, write_jsonl
 
 
 class Command(BaseCommand):
@@ -19,16 +18,5 @@ class Command(BaseCommand):
 
     def handle(self, output, kind, product, progress, **options):
         kinds = kind or list(KIND_ORDER)
-        try:
-            out = self.stdout if output == "-" else open(output, "w", encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {output}: {exc.strerror}") from exc
         bar = progress_bars(progress)("exporting", count_records(kinds, product))
-        try:
-            for record in export_records(kinds, product):
-                out.write(dumps(record) + "\n")
-                bar.update(1)
-        finally:
-            bar.close()
-            if out is not self.stdout:
-                out.close()
+        write_jsonl(self, output, export_records(kinds, product), bar)

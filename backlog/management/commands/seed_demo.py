@@ -7,7 +7,7 @@ from backlog.interchange import dumps
 from backlog.models import RECORD_MODELS
 from backlog.services import import_records
 
-from ._progress import progress_bars
+from ._progress import progress_bars, write_jsonl
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
             raise CommandError("--records must be at least 1.")
         bars = progress_bars(progress)
         if output:
-            self.write_file(output, generate(records, seed), bars("generating", records))
+            write_jsonl(self, output, generate(records, seed), bars("generating", records))
             return
         if if_empty and any(model.objects.exists() for model in RECORD_MODELS.values()):
             self.stdout.write("The database already holds records; no demo data loaded.")
@@ -39,14 +39,3 @@ class Command(BaseCommand):
         if report.problems:  # a bug in the generator, not in the user's input
             raise CommandError("demo data failed validation:\n" + "\n".join(map(str, islice(report.problems, 20))))
         self.stdout.write(self.style.SUCCESS(f"Demo data (seed {seed}): {report.summary()}."))
-
-    def write_file(self, output, records, bar):
-        out = self.stdout if output == "-" else open(output, "w", encoding="utf-8")
-        try:
-            for record in records:
-                out.write(dumps(record) + "\n")
-                bar.update(1)
-        finally:
-            bar.close()
-            if out is not self.stdout:
-                out.close()
