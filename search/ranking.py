@@ -281,7 +281,7 @@ def semantic_arm(vector, model_id: str, scope: Scope, depth: int, exclude_id: in
     exclude = "AND d.id <> %s" if exclude_id is not None else ""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-        ef_search = max(setting("SEARCH_HNSW_EF_SEARCH", 100), min(depth, 1000))
+        ef_search = max(setting("SEARCH_HNSW_EF_SEARCH", 200), min(depth, 1000))
         cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
         cursor.execute(
             f"""
