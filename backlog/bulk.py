@@ -39,7 +39,8 @@ def upsert(
     defaults on insert).
     """
     assert columns[0] == "key"
-    json_positions = [i for i, name in enumerate(columns) if name in set(json_columns)]
+    json_columns = set(json_columns)
+    json_positions = [i for i, name in enumerate(columns) if name in json_columns]
     staging = sql.Identifier(f"_import_{table}")
     names = sql.SQL(", ").join(map(sql.Identifier, columns))
     updates = sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(name)) for name in columns[1:])

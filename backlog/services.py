@@ -123,10 +123,10 @@ def import_records(
     report = ImportReport()
     parsed, invalid = _parse(lines, report, progress, total_lines)
     with transaction.atomic():
-        resolved = _resolve(parsed, invalid, report)
+        resolved, stored = _resolve(parsed, invalid, report)
         if report.problems and not skip_invalid:
             return report
-        plan = _plan(resolved, report)
+        plan = _plan(resolved, stored, report)
         if dry_run:
             return report
         try:
@@ -202,10 +202,13 @@ def _stored(keys: set[str]) -> dict[str, _Stored]:
     return found
 
 
-def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportReport) -> list[_Parsed]:
+def _resolve(
+    parsed: list[_Parsed], invalid: dict[str, int], report: ImportReport
+) -> tuple[list[_Parsed], dict[str, _Stored]]:
     """Check keys and relations against the file and the database.
 
-    Returns the records that can be written. A record naming a record that
+    Returns the records that can be written, and what is stored under the
+    keys the file uses or names. A record naming a record that
     was rejected is rejected too, so `skip_invalid` never writes a dangling
     relation.
     """
@@ -276,7 +279,7 @@ def _resolve(parsed: list[_Parsed], invalid: dict[str, int], report: ImportRepor
                 changed = True
 
     report.problems.sort(key=lambda problem: problem.line or 0)
-    return [p for p in parsed if p.record.key not in rejected]
+    return [p for p in parsed if p.record.key not in rejected], stored
 
 
 @dataclass
@@ -287,13 +290,12 @@ class _Plan:
     pending: dict[str, list[tuple[dict, str, str]]] = field(default_factory=lambda: defaultdict(list))
 
 
-def _plan(resolved: list[_Parsed], report: ImportReport) -> _Plan:
+def _plan(resolved: list[_Parsed], stored: dict[str, _Stored], report: ImportReport) -> _Plan:
     by_kind: dict[str, list[_Parsed]] = defaultdict(list)
     for p in resolved:
         by_kind[p.record.kind].append(p)
 
-    keys_named = {key for p in resolved for key in p.record.relations().values()}
-    ids = {key: s.id for key, s in _stored(keys_named).items()}
+    ids = {key: s.id for key, s in stored.items()}
     now = timezone.now()
     plan = _Plan()
 

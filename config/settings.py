@@ -29,6 +29,22 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r}: use true or false.")
 
 
+def _envnumber(name: str, default, parse, what: str):
+    value = os.environ.get(name)
+    try:
+        return default if value in (None, "") else parse(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: use {what}.") from None
+
+
+def envint(name: str, default: int) -> int:
+    return _envnumber(name, default, int, "a whole number")
+
+
+def envfloat(name: str, default: float) -> float:
+    return _envnumber(name, default, float, "a number")
+
+
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in envstr(name, default).split(",") if item.strip()]
 
@@ -118,22 +134,6 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = envstr("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
-
-def envint(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    try:
-        return default if value in (None, "") else int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r}: use a whole number.") from None
-
-
-def envfloat(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    try:
-        return default if value in (None, "") else float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r}: use a number.") from None
-
 
 # Embeddings (search/embeddings.py): the local MiniLM by default; any
 # OpenAI-compatible endpoint by setting EMBEDDING_PROVIDER=openai.

@@ -43,6 +43,7 @@ from .contract import (
     SearchRequest,
     SearchResponse,
 )
+from .embeddings import get_provider
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .ranking import Scope, setting
 
@@ -68,18 +69,15 @@ def build_scope(request: SearchRequest, user) -> Scope:
     access = access_scope(user)
     conditions.append(access.where)
     params += access.params
-    if request.entities:
-        conditions.append("d.kind = ANY(%s)")
-        params.append(list(request.entities))
-    if request.products:
-        conditions.append("d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%s))")
-        params.append(list(request.products))
-    if request.status:
-        conditions.append("d.status = ANY(%s)")
-        params.append(list(request.status))
-    if request.severity:
-        conditions.append("d.severity = ANY(%s)")
-        params.append(list(request.severity))
+    for name, condition in (
+        ("entities", "d.kind = ANY(%s)"),
+        ("products", "d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%s))"),
+        ("status", "d.status = ANY(%s)"),
+        ("severity", "d.severity = ANY(%s)"),
+    ):
+        if values := getattr(request, name):
+            conditions.append(condition)
+            params.append(list(values))
     if request.feature:
         conditions.append("d.feature_id IN (SELECT id FROM backlog_feature WHERE key = %s)")
         params.append(request.feature)
@@ -110,23 +108,30 @@ class Candidate:
     score: float = 0.0
 
 
-def _keyword(parsed: ParsedQuery, scope: Scope, depth: int) -> ranking.ArmResult | None:
+def _frequencies(parsed: ParsedQuery) -> tuple[float, dict[str, float]]:
+    """N and the document frequency of each term (the whole tsquery in raw mode)."""
+    if parsed.raw is not None:
+        return ranking.document_frequencies([parsed.raw] if parsed.raw else [])
+    return ranking.document_frequencies([t.tsquery for t in parsed.terms])
+
+
+def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.ArmResult | None:
+    """The keyword arm; `stats` is `_frequencies(parsed)`."""
+    n, df = stats
     if parsed.raw is not None:
         if not parsed.raw:
             return None
-        n, df = ranking.document_frequencies([parsed.raw])
         return ranking.keyword_arm(parsed.raw, [(parsed.raw, 1.0)], None, scope, depth, df[parsed.raw])
     terms = parsed.terms
     if not terms:
         return None
-    n, df = ranking.document_frequencies([t.tsquery for t in terms])
     weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
     candidate_query = _rarer_terms(terms, df)
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
         return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
     result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n))
-    if result.total >= setting("SEARCH_RELAX_BELOW", 5):
+    if result.total >= setting("SEARCH_RELAX_BELOW"):
         return result
     # AND found little: rank documents matching any term, rarest terms first.
     relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
@@ -137,7 +142,7 @@ def _rarer_terms(terms, df: dict[str, float]) -> str | None:
     """The rarest terms whose matches together stay within EXACT_LIMIT, as
     one OR tsquery: where a broad OR query takes its candidates (a record
     matching only commoner terms cannot outscore them by much)."""
-    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    cap = setting("SEARCH_EXACT_LIMIT")
     rare, covered = [], 0.0
     for term in sorted(terms, key=lambda t: df[t.tsquery]):
         if covered + df[term.tsquery] > cap:
@@ -151,12 +156,11 @@ TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
 CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
 
 
-def _typo_fallback(parsed: ParsedQuery, scope: Scope, depth: int):
+def _typo_fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]):
     """When the words find (almost) nothing: correct each word that matches
     no record to the closest word of the titles that contain something
     close to it (pg_trgm word similarity), and, failing that, offer the
     titles closest to the whole query. Returns (arm or None, corrected text or None)."""
-    n, df = ranking.document_frequencies([t.tsquery for t in parsed.terms])
     unknown = [t.text for t in parsed.terms if df.get(t.tsquery, 0) == 0 and " " not in t.text]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TYPO_SIMILARITY}")
@@ -205,18 +209,14 @@ def _expected_any(terms, df: dict[str, float], n: float) -> float:
     return n * (1.0 - missing)
 
 
-def _semantic(text: str | None, vector, scope: Scope, depth: int, exclude_id: int | None = None):
-    from .embeddings import get_provider
-
+def _semantic(text: str, scope: Scope, depth: int) -> ranking.ArmResult:
     provider = get_provider()
-    if vector is None:
-        vector = provider.embed_query(text)
-    return ranking.semantic_arm(vector, provider.model_id, scope, depth, exclude_id)
+    return ranking.semantic_arm(provider.embed_query(text), provider.model_id, scope, depth)
 
 
 def _fuse(keyword: ranking.ArmResult | None, semantic: ranking.ArmResult | None) -> dict[int, Candidate]:
-    k = setting("SEARCH_RRF_K", 20)
-    weights = {"keyword": setting("SEARCH_KEYWORD_WEIGHT", 1.0), "semantic": setting("SEARCH_SEMANTIC_WEIGHT", 1.0)}
+    k = setting("SEARCH_RRF_K")
+    weights = {"keyword": setting("SEARCH_KEYWORD_WEIGHT"), "semantic": setting("SEARCH_SEMANTIC_WEIGHT")}
     candidates: dict[int, Candidate] = {}
     for arm, result in (("keyword", keyword), ("semantic", semantic)):
         if result is None:
@@ -241,15 +241,15 @@ def _boost(
     records waiting for embedding are not pushed down while the index lags."""
     if not candidates:
         return
-    k = setting("SEARCH_RRF_K", 20)
-    recency_weight = setting("SEARCH_RECENCY_WEIGHT", 0.02)
-    half_life = setting("SEARCH_RECENCY_HALF_LIFE", 365.0)
-    title_boost = setting("SEARCH_TITLE_BOOST", 1.0) / k
+    k = setting("SEARCH_RRF_K")
+    recency_weight = setting("SEARCH_RECENCY_WEIGHT")
+    half_life = setting("SEARCH_RECENCY_HALF_LIFE")
+    title_boost = setting("SEARCH_TITLE_BOOST") / k
     wanted = _normalize_title(query) if query else None
     # Ages count from today's midnight, not from this instant, so scores (and
     # so the cursors built from them) stay the same from page to page.
     now = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    semantic_weight = setting("SEARCH_SEMANTIC_WEIGHT", 1.0)
+    semantic_weight = setting("SEARCH_SEMANTIC_WEIGHT")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, title, updated_at, embedding IS NOT NULL AND embedding_model = %s "
@@ -275,12 +275,6 @@ def _boost(
         candidates[key_match].score += 1.0
 
 
-def _provider_model() -> str:
-    from .embeddings import get_provider
-
-    return get_provider().model_id
-
-
 def _key_lookup(query: str, scope: Scope) -> int | None:
     if not KEY_QUERY.match(query):
         return None
@@ -298,7 +292,7 @@ def _key_lookup(query: str, scope: Scope) -> int | None:
 
 def search(request: SearchRequest, user=None) -> SearchResponse:
     scope = build_scope(request, user)
-    depth = setting("SEARCH_ARM_DEPTH", 200)
+    depth = setting("SEARCH_ARM_DEPTH")
     try:
         parsed = parse(request.query, request.match_mode)
     except QuerySyntaxError as exc:
@@ -314,23 +308,25 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         )
 
     key_match = _key_lookup(request.query, scope)
-    keyword = _keyword(parsed, scope, depth) if mode in ("hybrid", "keyword") else None
-    corrected = None
-    typo_possible = keyword is not None and parsed.raw is None and key_match is None
-    if typo_possible and keyword.total < setting("SEARCH_RELAX_BELOW", 5):
-        fallback, corrected = _typo_fallback(parsed, scope, depth)
-        if corrected:
-            parsed = parse(corrected, request.match_mode)
-            keyword = _keyword(parsed, scope, depth)
-        elif fallback is not None and fallback.total > keyword.total:
-            keyword = fallback
-    semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH", 100))
-    semantic = _semantic(request.query, None, scope, semantic_depth) if mode in ("hybrid", "semantic") else None
+    keyword = corrected = None
+    if mode in ("hybrid", "keyword"):
+        stats = _frequencies(parsed)
+        keyword = _keyword(parsed, scope, depth, stats)
+        typo_possible = keyword is not None and parsed.raw is None and key_match is None
+        if typo_possible and keyword.total < setting("SEARCH_RELAX_BELOW"):
+            fallback, corrected = _typo_fallback(parsed, scope, depth, stats[1])
+            if corrected:
+                parsed = parse(corrected, request.match_mode)
+                keyword = _keyword(parsed, scope, depth, _frequencies(parsed))
+            elif fallback is not None and fallback.total > keyword.total:
+                keyword = fallback
+    semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH"))
+    semantic = _semantic(request.query, scope, semantic_depth) if mode in ("hybrid", "semantic") else None
 
     candidates = _fuse(keyword, semantic)
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = Candidate(key_match)
-    _boost(candidates, request.query, key_match, _provider_model() if keyword and semantic else None)
+    _boost(candidates, request.query, key_match, get_provider().model_id if keyword and semantic else None)
     total, exact, facet_counts = _match_set(keyword, semantic, candidates, key_match)
     highlight_query = (keyword.query if keyword else "") or parsed.any_of()
     return _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query, corrected)
@@ -353,7 +349,7 @@ def similar(
     the rarest words of its text, OR-ed and ranked like a search.
     """
     request = SearchRequest(
-        query=key if len(key) >= 2 else key + " ",
+        query=key,
         mode=mode,
         entities=entities,
         limit=limit,
@@ -373,10 +369,8 @@ def similar(
         raise SearchError(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
     doc_id, title, body, vector_text, model_id = row
     scope = Scope(f"({scope.where}) AND d.id <> %s", [*scope.params, doc_id])
-    depth = setting("SEARCH_ARM_DEPTH", 200)
+    depth = setting("SEARCH_ARM_DEPTH")
     health = index_health()
-    from .embeddings import get_provider
-
     has_vector = vector_text is not None and model_id == get_provider().model_id
     if mode != "keyword" and not has_vector:
         if mode == "semantic":
@@ -384,8 +378,8 @@ def similar(
         mode = "keyword"
     keyword = semantic = None
     if mode in ("hybrid", "keyword"):
-        parsed = _more_like_this(title, body)
-        keyword = _keyword(parsed, scope, depth) if parsed.terms else None
+        parsed, stats = _more_like_this(title, body)
+        keyword = _keyword(parsed, scope, depth, stats) if parsed.terms else None
     if mode in ("hybrid", "semantic"):
         vector = json.loads(vector_text)
         semantic = ranking.semantic_arm(vector, model_id, scope, depth)
@@ -398,7 +392,7 @@ def similar(
 MORE_LIKE_THIS_BODY_TERMS = 40
 
 
-def _more_like_this(title: str, body: str) -> ParsedQuery:
+def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
     """The record's title words plus its most telling body words, as one OR query.
 
     Telling: the rarest body words that at least one other record shares (a
@@ -413,7 +407,7 @@ def _more_like_this(title: str, body: str) -> ParsedQuery:
     n, df = ranking.document_frequencies([*title_terms, *body_terms])
     shared = sorted((q for q in body_terms if df[q] >= 2), key=lambda q: df[q])
     chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:MORE_LIKE_THIS_BODY_TERMS]]
-    return ParsedQuery(text=title, groups=[chosen])
+    return ParsedQuery(text=title, groups=[chosen]), (n, df)
 
 
 def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dict]:
@@ -426,14 +420,12 @@ def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dic
         return keyword.total, keyword.exact, keyword.facets
     if keyword is None:
         return semantic.total, True, semantic.facets
-    semantic_ids = [doc_id for doc_id, _ in semantic.ranked]
-    also_keyword = ranking.matching_ids(keyword.query, semantic_ids)
-    extra = [doc_id for doc_id in semantic_ids if doc_id not in also_keyword]
+    extra, extra_facets = ranking.facets_outside(keyword.query, [doc_id for doc_id, _ in semantic.ranked])
     facets = keyword.facets
-    for name, counts in ranking.facets_of(extra).items():
+    for name, counts in extra_facets.items():
         for value, count in counts.items():
             facets[name][value] = facets[name].get(value, 0) + count
-    return keyword.total + len(extra), keyword.exact, facets
+    return keyword.total + extra, keyword.exact, facets
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -444,15 +436,16 @@ def _request_fingerprint(request: SearchRequest) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _encode_cursor(fingerprint: str, score: float, doc_id: int, rank: int) -> str:
-    payload = json.dumps({"f": fingerprint, "s": score, "i": doc_id, "r": rank}, separators=(",", ":"))
+def _encode_cursor(fingerprint: str, score: float, doc_id: int) -> str:
+    payload = json.dumps({"f": fingerprint, "s": score, "i": doc_id}, separators=(",", ":"))
     return base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, fingerprint: str) -> tuple[float, int, int]:
+def _decode_cursor(cursor: str, fingerprint: str) -> tuple[float, int]:
+    """The (score, id) of the last record of the previous page."""
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        score, doc_id, rank, owner = float(data["s"]), int(data["i"]), int(data["r"]), data["f"]
+        score, doc_id, owner = float(data["s"]), int(data["i"]), data["f"]
     except (ValueError, KeyError, TypeError) as exc:
         raise SearchError(
             "cursor: not a cursor this service issued; send the next_cursor of the previous page."
@@ -461,7 +454,7 @@ def _decode_cursor(cursor: str, fingerprint: str) -> tuple[float, int, int]:
         raise SearchError(
             "cursor: it belongs to a different search (query or filters changed); start again without a cursor."
         )
-    return score, doc_id, rank
+    return score, doc_id
 
 
 def _ordered(request: SearchRequest, candidates: dict[int, Candidate]) -> list[Candidate]:
@@ -481,7 +474,7 @@ def _respond(
     fingerprint = _request_fingerprint(request)
     start = 0
     if request.cursor:
-        score, doc_id, rank = _decode_cursor(request.cursor, fingerprint)
+        score, doc_id = _decode_cursor(request.cursor, fingerprint)
         start = next(
             (i for i, c in enumerate(ordered) if (-c.score, c.id) > (-score, doc_id)),
             len(ordered),
@@ -491,14 +484,14 @@ def _respond(
     next_cursor = None
     if page and after:
         last = page[-1]
-        next_cursor = _encode_cursor(fingerprint, last.score, last.id, start + len(page))
+        next_cursor = _encode_cursor(fingerprint, last.score, last.id)
     hits = _hits(request, page, start, highlight_query)
     return SearchResponse(
         query=request.query,
         mode=mode,
         match_mode=request.match_mode,
         corrected_query=corrected,
-        total=max(total, len(ordered) if exact else total),
+        total=max(total, len(ordered)) if exact else total,
         total_exact=exact,
         facets=_facets(facet_counts),
         results=hits,
@@ -576,8 +569,6 @@ def index_health() -> IndexHealth:
     the figure is reused for HEALTH_TTL_SECONDS within a process, so it may
     lag a few seconds behind the embedding worker.
     """
-    from .embeddings import get_provider
-
     model_id = get_provider().model_id
     cached = _health_cache.get(model_id)
     if cached and time.monotonic() - cached[0] < HEALTH_TTL_SECONDS:

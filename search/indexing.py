@@ -7,15 +7,12 @@ in batches, each committed on its own, so a killed run loses at most one
 batch and the next run resumes where it stopped.
 """
 
-import logging
 from collections.abc import Callable
 
 from django.db import connection
 
 from .embeddings import document_text, get_provider
 from .models import Document
-
-logger = logging.getLogger(__name__)
 
 
 def pending_count() -> int:

@@ -22,7 +22,7 @@ common, from the most recently updated matches; total and facets are then
 estimated from a page sample (TABLESAMPLE) and flagged as estimates.
 """
 
-import json
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -31,13 +31,14 @@ from django.conf import settings
 from django.db import connection, transaction
 
 
+def setting(name: str):
+    """A ranking setting; config/settings.py defines and documents each one."""
+    return getattr(settings, name)
+
+
 def rank_weights() -> str:
     """ts_rank's weights for D, C, B, A (environment .. title)."""
-    return "{" + setting("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.6,1.0") + "}"
-
-
-def setting(name: str, default):
-    return getattr(settings, name, default)
+    return "{" + setting("SEARCH_RANK_WEIGHTS") + "}"
 
 
 @dataclass
@@ -53,7 +54,7 @@ class ArmResult:
     ranked: list[tuple[int, float]]  # (document id, score), best first
     total: int
     exact: bool
-    facets: dict[str, dict[str, int]] | None  # None for the semantic arm
+    facets: dict[str, dict[str, int]]
     query: str = ""  # the tsquery the match set was defined by
 
 
@@ -92,7 +93,7 @@ def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]
     keeps them for its lexeme, else counted (capped: past the cap a term is
     common, and its idf small and flat anyway)."""
     n, freq = _corpus_stats()
-    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    cap = setting("SEARCH_EXACT_LIMIT")
     df: dict[str, float] = {}
     to_count = []
     for q in set(tsqueries):
@@ -116,8 +117,6 @@ _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
 def idf(n: float, df: float) -> float:
-    import math
-
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -126,7 +125,7 @@ def idf(n: float, df: float) -> float:
 
 def _score_sql(terms: list[tuple[str, float]], alias: str) -> tuple[str, list]:
     """sum(idf(t) * ts_rank(t)) over the query terms, for rows of `alias`."""
-    normalization = setting("SEARCH_RANK_NORMALIZATION", 1)
+    normalization = setting("SEARCH_RANK_NORMALIZATION")
     parts, params = [], []
     for tsquery, weight in terms:
         parts.append(f"%s * ts_rank('{rank_weights()}', {alias}.search_vector, %s::tsquery, {int(normalization)})")
@@ -148,9 +147,10 @@ def keyword_arm(
     `candidate_query`, when given, is a narrower tsquery (the rarer terms)
     used to pick candidates if the match set is too broad to rank whole.
     """
-    cap = setting("SEARCH_EXACT_LIMIT", 3000)
+    cap = setting("SEARCH_EXACT_LIMIT")
     if df_estimate > 3 * cap:  # clearly broad: skip the exact attempt
         return _broad(match_query, weighted_terms, candidate_query, scope, depth, df_estimate)
+    score, score_params = _score_sql(weighted_terms, "m")
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -165,11 +165,11 @@ def keyword_arm(
                 CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
                 CASE WHEN (SELECT c FROM n) <= %s THEN (
                     SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id)
-                    FROM (SELECT m.id, {_score_sql(weighted_terms, "m")[0]} AS score FROM m
+                    FROM (SELECT m.id, {score} AS score FROM m
                           ORDER BY score DESC, m.id LIMIT %s) ranked
                 ) END
             """,
-            [match_query, *scope.params, cap + 1, cap, cap, *_score_sql(weighted_terms, "m")[1], depth],
+            [match_query, *scope.params, cap + 1, cap, cap, *score_params, depth],
         )
         count, facets, ranked = cursor.fetchone()
     if count <= cap:
@@ -186,8 +186,8 @@ def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: 
     matches) row visits: a bitmap over all matches when they are few, a walk
     down the updated_at index when they are many."""
     n, _ = _corpus_stats()
-    cap = setting("SEARCH_EXACT_LIMIT", 3000)
-    recent = setting("SEARCH_RECENT_CANDIDATES", 300)
+    cap = setting("SEARCH_EXACT_LIMIT")
+    recent = setting("SEARCH_RECENT_CANDIDATES")
     if candidate_query:
         source, source_params, order, limit = "d.search_vector @@ %s::tsquery AND", [candidate_query], "", cap
     else:
@@ -222,8 +222,12 @@ _FACETS_SQL = """
 """
 
 
+def empty_facets() -> dict[str, dict[str, int]]:
+    return {"kind": {}, "product": {}, "status": {}, "severity": {}}
+
+
 def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
-    facets: dict[str, dict[str, int]] = {"kind": {}, "product": {}, "status": {}, "severity": {}}
+    facets = empty_facets()
     for kind, product_id, status, severity, count, grouping in rows or []:
         value = round(count * scale)
         # GROUPING() has one bit per column, 1 where the column is aggregated away.
@@ -243,10 +247,10 @@ def count_matches(match_query: str, scope: Scope, expected: float) -> tuple[int,
     (up to SEARCH_EXACT_COUNT_LIMIT expected matches, about a microsecond
     each), else estimated from a repeatable page sample of about
     SEARCH_SAMPLE_MATCHES matching rows."""
-    if expected <= setting("SEARCH_EXACT_COUNT_LIMIT", 6000):
+    if expected <= setting("SEARCH_EXACT_COUNT_LIMIT"):
         source, params, scale = "search_document d", [], 1.0
     else:
-        target = setting("SEARCH_SAMPLE_MATCHES", 400)
+        target = setting("SEARCH_SAMPLE_MATCHES")
         percent = min(100.0, max(0.2, 100.0 * target / expected))
         source, params, scale = "search_document d TABLESAMPLE SYSTEM (%s) REPEATABLE (17)", [percent], 100 / percent
     with connection.cursor() as cursor:
@@ -271,32 +275,31 @@ def _pairs(ranked) -> list[tuple[int, float]]:
 # -- semantic arm ---------------------------------------------------------------
 
 
-def semantic_arm(vector, model_id: str, scope: Scope, depth: int, exclude_id: int | None = None) -> ArmResult:
+def semantic_arm(vector, model_id: str, scope: Scope, depth: int) -> ArmResult:
     """The `depth` nearest records with a current vector, within `scope`.
 
     hnsw.iterative_scan lets the index keep scanning while filters reject
     rows, so a selective filter still fills the page (pgvector 0.8+).
     """
     literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
-    exclude = "AND d.id <> %s" if exclude_id is not None else ""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-        ef_search = max(setting("SEARCH_HNSW_EF_SEARCH", 200), min(depth, 1000))
+        ef_search = max(setting("SEARCH_HNSW_EF_SEARCH"), min(depth, 1000))
         cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
         cursor.execute(
             f"""
             SELECT d.id, 1 - (d.embedding <=> %s::halfvec) AS similarity, d.kind, d.product_id, d.status, d.severity
             FROM search_document d
-            WHERE d.embedding IS NOT NULL AND d.embedding_model = %s AND ({scope.where}) {exclude}
+            WHERE d.embedding IS NOT NULL AND d.embedding_model = %s AND ({scope.where})
             ORDER BY d.embedding <=> %s::halfvec
             LIMIT %s
             """,
-            [literal, model_id, *scope.params, *([exclude_id] if exclude_id is not None else []), literal, depth],
+            [literal, model_id, *scope.params, literal, depth],
         )
         rows = cursor.fetchall()
     # relaxed_order may return neighbours slightly out of order.
     rows.sort(key=lambda row: (-row[1], row[0]))
-    facets: dict[str, dict[str, int]] = {"kind": {}, "product": {}, "status": {}, "severity": {}}
+    facets = empty_facets()
     for _, _, kind, product_id, status, severity in rows:
         _bump(facets["kind"], kind)
         _bump(facets["product"], str(product_id))
@@ -311,25 +314,25 @@ def _bump(counter: dict, key) -> None:
     counter[key] = counter.get(key, 0) + 1
 
 
-def matching_ids(match_query: str, ids: list[int]) -> set[int]:
-    """Which of `ids` match the keyword query (to merge semantic facets)."""
-    if not ids or not match_query:
-        return set()
+def facets_outside(match_query: str, ids: list[int]) -> tuple[int, dict[str, dict[str, int]]]:
+    """Count and facets of those of `ids` that do not match the keyword
+    query: the semantic neighbours a hybrid match set adds, in one query."""
+    if not ids:
+        return 0, empty_facets()
+    if match_query:
+        outside, params = "id = ANY(%s) AND NOT (search_vector @@ %s::tsquery)", [ids, match_query]
+    else:
+        outside, params = "id = ANY(%s)", [ids]
+    source = f"(SELECT * FROM search_document WHERE {outside}) x"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM search_document WHERE id = ANY(%s) AND search_vector @@ %s::tsquery",
-            [ids, match_query],
-        )
-        return {row[0] for row in cursor.fetchall()}
+        cursor.execute(f"SELECT (SELECT count(*) FROM {source}), ({_FACETS_SQL.format(source=source)})", params * 2)
+        count, facets = cursor.fetchone()
+    return count, _facet_dict(facets)
 
 
 def facets_of(ids: list[int]) -> dict[str, dict[str, int]]:
     if not ids:
-        return {"kind": {}, "product": {}, "status": {}, "severity": {}}
+        return empty_facets()
     with connection.cursor() as cursor:
         cursor.execute(_FACETS_SQL.format(source="(SELECT * FROM search_document WHERE id = ANY(%s)) x"), [ids])
         return _facet_dict(cursor.fetchone()[0])
-
-
-def as_json(value) -> str:
-    return json.dumps(value)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from .contract import Highlight, Snippet
-from .sql import TEXT_SEARCH_CONFIG
+from .sql import KINDS, TEXT_SEARCH_CONFIG
 
 START, STOP = "\ue000", "\ue001"
 SNIPPET_CHARS = 160
@@ -24,11 +24,12 @@ FIELDS = {
     "test": ["description", "steps"],
     "bug": ["description", "actual_result", "expected_result", "steps", "environment"],
 }
-SOURCE = {
-    "product": ("backlog_product", "name AS title, description"),
-    "feature": ("backlog_feature", "name AS title, description, acceptance_criteria"),
-    "test": ("backlog_test", "title, description, array_to_string(steps, E'\\n') AS steps"),
-    "bug": ("backlog_bug", "title, description, actual_result, expected_result, steps, environment"),
+# Each kind's text columns, read from its table (search.sql.KINDS names it).
+COLUMNS = {
+    "product": "name AS title, description",
+    "feature": "name AS title, description, acceptance_criteria",
+    "test": "title, description, array_to_string(steps, E'\\n') AS steps",
+    "bug": "title, description, actual_result, expected_result, steps, environment",
 }
 
 
@@ -60,8 +61,10 @@ def page_documents(ids: list[int]) -> dict[int, PageDocument]:
         for doc in documents.values():
             by_kind.setdefault(doc.kind, []).append(doc)
         for kind, docs in by_kind.items():
-            table, columns = SOURCE[kind]
-            cursor.execute(f"SELECT id, {columns} FROM {table} WHERE id = ANY(%s)", [[d.record_id for d in docs]])
+            cursor.execute(
+                f"SELECT id, {COLUMNS[kind]} FROM {KINDS[kind]['table']} WHERE id = ANY(%s)",
+                [[d.record_id for d in docs]],
+            )
             names = [column.name for column in cursor.description][1:]
             rows = {row[0]: dict(zip(names, row[1:], strict=True)) for row in cursor.fetchall()}
             for doc in docs:
@@ -92,8 +95,8 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
             for doc_id, name, hit in cursor.fetchall():
                 if hit:
                     matched[doc_id].append(name)
-            chosen = {doc_id: _best(names) for doc_id, names in matched.items() if _best(names)}
-            pairs = [(doc_id, name, documents[doc_id].fields[name]) for doc_id, name in chosen.items()]
+            best = {doc_id: _best(names) for doc_id, names in matched.items()}
+            pairs = [(doc_id, name, documents[doc_id].fields[name]) for doc_id, name in best.items() if name]
             if pairs:
                 cursor.execute(
                     f"""
