@@ -5,12 +5,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install bench lint
+.PHONY: run test install chromium bench lint
 
 run: install
 	$(BIN)/python manage.py serve
 
-test: install
+test: install chromium
 	$(BIN)/python -m pytest
 
 install: $(VENV)/.installed
@@ -20,6 +20,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
+
+# The browser tests drive Debian's Chromium; Playwright's own download does not
+# work on these machines. Installed once, with sudo when not root.
+chromium:
+	@test -x /usr/bin/chromium || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
 
 bench: install
 	$(BIN)/python bench/import_bench.py

@@ -70,8 +70,19 @@ INSTALLED_APPS = [
     "config",  # for its management command `serve`
     "backlog",
     "search",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "mcp_bridge",
+    "api",
+    "ui",
 ]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/search/"
+LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -121,6 +132,8 @@ else:
         }
     }
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

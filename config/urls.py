@@ -1,6 +1,5 @@
 from django.contrib import admin
-from django.urls import path
-from django.views.generic import RedirectView
+from django.urls import include, path
 
 admin.site.site_header = "QA Search curation"
 admin.site.site_title = "QA Search admin"
@@ -8,5 +7,6 @@ admin.site.index_title = "Products, features, tests and bugs"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("api/", include("api.urls")),
+    path("", include("ui.urls")),
 ]

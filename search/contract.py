@@ -20,6 +20,28 @@ StatusName = Literal["open", "accepted", "rejected", "fixed", "duplicate", "draf
 
 QUERY_MIN, QUERY_MAX = 2, 500
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
+KEYS_MAX = 50
+TIMELINE_DEFAULT, TIMELINE_MAX = 10, 50
+RELATED_MAX = 20
+
+
+class SearchError(ValueError):
+    """The caller can fix it: the message says what was wrong and what to send.
+
+    Every surface shows `str(error)` as it is: REST as `{"error": {...}}`
+    with `status` as the HTTP status, MCP as a tool error's text.
+    """
+
+    status = 400
+    code = "invalid_request"
+
+    def body(self) -> dict:
+        return {"error": {"code": self.code, "message": str(self)}}
+
+
+class NotFound(SearchError):
+    status = 404
+    code = "not_found"
 
 
 class SearchRequest(BaseModel):
@@ -146,8 +168,98 @@ class SearchResponse(BaseModel):
     index: IndexHealth
 
 
+# -- similar, get, timeline ----------------------------------------------------------------
+
+
+class SimilarRequest(BaseModel):
+    """Records nearest to one record (never the record itself)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Annotated[str, Field(min_length=1, max_length=64, description="the record's key, like BUG-12")]
+    mode: Mode = Field("hybrid", description="hybrid (default), keyword or semantic")
+    entities: list[Kind] | None = Field(None, description="only these kinds of record")
+    limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
+    cursor: str | None = Field(None, description="next_cursor of the previous page")
+    include_scores: bool = Field(False, description="add each arm's rank and score")
+    include_content: bool = Field(False, description="add the full text fields of each result")
+
+
+class GetRequest(BaseModel):
+    """Whole records by key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keys: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        min_length=1, max_length=KEYS_MAX, description=f"record keys, like BUG-12; 1-{KEYS_MAX}"
+    )
+    include_content: bool = Field(True, description="add the full text fields (and a bug's raw_data)")
+    include_related: bool = Field(True, description="add related records (product, feature, tests, bugs)")
+
+
+class TimelineRequest(BaseModel):
+    """Records created before and after one record, in its feature or product."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Annotated[str, Field(min_length=1, max_length=64, description="the record's key, like BUG-12")]
+    within: Literal["feature", "product"] = Field(
+        "feature", description="feature (default; the product when the record has no feature) or product"
+    )
+    entities: list[Kind] | None = Field(None, description="only these kinds of record")
+    before: int = Field(TIMELINE_DEFAULT, ge=0, le=TIMELINE_MAX, description=f"records before, 0-{TIMELINE_MAX}")
+    after: int = Field(TIMELINE_DEFAULT, ge=0, le=TIMELINE_MAX, description=f"records after, 0-{TIMELINE_MAX}")
+
+
+class RecordRef(BaseModel):
+    kind: Kind
+    key: str
+    title: str
+    status: str | None = None
+    severity: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class Related(BaseModel):
+    total: int = Field(description="how many there are; items holds the newest, at most " + str(RELATED_MAX))
+    items: list[RecordRef]
+
+
+class Record(RecordRef):
+    id: int = Field(description="the record's id within its kind")
+    product: str | None = Field(description="product key")
+    feature: str | None = Field(None, description="feature key")
+    content: dict[str, str | list[str] | None] | None = Field(None, description="the full text fields")
+    raw_data: dict | None = Field(None, description="a bug's raw_data, as imported")
+    related: dict[str, Related] | None = Field(
+        None,
+        description="bug: product, feature, test; test: product, feature, bugs; "
+        "feature: product, tests, open_bugs, bugs; product: features, tests, open_bugs",
+    )
+
+
+class GetResponse(BaseModel):
+    records: list[Record] = Field(description="in the order the keys were asked for")
+    missing: list[str] = Field(description="keys with no record (or none you may see)")
+
+
+class TimelineResponse(BaseModel):
+    record: RecordRef
+    within: Literal["feature", "product"] = Field(description="the scope actually used")
+    scope_key: str = Field(description="key of that feature or product")
+    before: list[RecordRef] = Field(description="created earlier, nearest first")
+    after: list[RecordRef] = Field(description="created later, nearest first")
+
+
 def json_schema() -> dict:
-    return {
-        "SearchRequest": SearchRequest.model_json_schema(),
-        "SearchResponse": SearchResponse.model_json_schema(),
-    }
+    models = (
+        SearchRequest,
+        SearchResponse,
+        SimilarRequest,
+        GetRequest,
+        GetResponse,
+        TimelineRequest,
+        TimelineResponse,
+    )
+    return {model.__name__: model.model_json_schema() for model in models}

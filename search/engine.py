@@ -39,7 +39,9 @@ from .contract import (
     Facets,
     Hit,
     IndexHealth,
+    NotFound,
     ScoreDetail,
+    SearchError,
     SearchRequest,
     SearchResponse,
 )
@@ -48,10 +50,6 @@ from .query import ParsedQuery, QuerySyntaxError, parse
 from .ranking import Scope, setting
 
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
-
-
-class SearchError(ValueError):
-    """The caller can fix it: the message says what was wrong and what to send."""
 
 
 # -- scope: filters and access ------------------------------------------------------
@@ -366,7 +364,7 @@ def similar(
         )
         row = db.fetchone()
     if row is None:
-        raise SearchError(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
+        raise NotFound(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
     doc_id, title, body, vector_text, model_id = row
     scope = Scope(f"({scope.where}) AND d.id <> %s", [*scope.params, doc_id])
     depth = setting("SEARCH_ARM_DEPTH")
