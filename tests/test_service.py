@@ -1,0 +1,136 @@
+"""search.service: the one call every surface makes. Parameters as strings
+(a query string) or native values (MCP arguments) reach the engine alike;
+get and timeline read whole records and their neighbours; every mistake is
+one SearchError that names the parameter.
+
+The corpus is the Tramline story of conftest.py, plus two later bugs.
+"""
+
+import pytest
+from django.http import QueryDict
+
+from search import service
+from search.contract import NotFound, SearchError
+
+from .conftest import TRAMLINE, jsonl
+
+pytestmark = pytest.mark.django_db
+
+LATER = [
+    {
+        "kind": "bug",
+        "key": "BUG-13",
+        "product": "PRD-1",
+        "feature": "FEAT-7",
+        "title": "Renewal receipt email never arrives",
+        "severity": "low",
+        "created_at": "2026-03-01T10:00:00+00:00",
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-14",
+        "product": "PRD-1",
+        "title": "Map freezes when zooming out",
+        "severity": "medium",
+        "created_at": "2026-04-01T10:00:00+00:00",
+    },
+]
+
+
+@pytest.fixture
+def story():
+    from backlog.services import import_records
+
+    report = import_records(jsonl(*TRAMLINE, *LATER).splitlines())
+    assert not report.problems, report.problems
+
+
+def test_query_string_and_native_values_give_the_same_response(story):
+    as_strings = QueryDict("query=renewal&entities=bug,test&mode=keyword&limit=5&include_scores=true")
+    native = {"query": "renewal", "entities": ["bug", "test"], "mode": "keyword", "limit": 5, "include_scores": True}
+    repeated = QueryDict("query=renewal&entities=bug&entities=test&mode=keyword&limit=5&include_scores=true")
+
+    expected = service.call("search", native)
+    assert service.call("search", as_strings) == expected
+    assert service.call("search", repeated) == expected
+    assert [hit["kind"] for hit in expected["results"]] and {h["kind"] for h in expected["results"]} <= {"bug", "test"}
+    assert expected["results"][0]["scores"] is not None
+
+
+def test_dates_and_empty_form_fields(story):
+    later = service.call(
+        "search", QueryDict("query=renewal&mode=keyword&entities=bug&created_after=2026-02-15&severity=")
+    )
+    assert [hit["key"] for hit in later["results"]] == ["BUG-13"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"query": "a"}, "query: must be 2 to 500 characters"),
+        ({"query": "renewal", "limit": "500"}, "limit: input should be less than or equal to 100 (got '500')"),
+        ({"query": "renewal", "limit": 500}, "limit: input should be less than or equal to 100 (got '500')"),
+        ({"query": "renewal", "mode": "fast"}, "mode: input should be 'hybrid', 'keyword' or 'semantic'"),
+        ({"query": "renewal", "entities": "bug,epic"}, "entities: input should be 'product', 'feature'"),
+        ({"query": "renewal", "colour": "red"}, "unknown parameter 'colour'; the parameters are: query, mode"),
+        ({"query": "renewal", "created_after": "last week"}, "created_after: input should be a valid datetime"),
+        ({"query": "renewal", "sort": ["recent", "relevant"]}, "sort: give one value, not 2"),
+        ({}, "query: required; send query=..."),
+    ],
+)
+def test_every_mistake_is_one_error_naming_the_parameter(story, params, message):
+    with pytest.raises(SearchError) as caught:
+        service.call("search", params)
+    assert message in str(caught.value)
+    assert caught.value.status == 400
+    assert caught.value.body() == {"error": {"code": "invalid_request", "message": str(caught.value)}}
+
+
+def test_get_returns_whole_records_in_the_order_asked_with_their_relations(story):
+    response = service.call("get", {"keys": "bug-12,FEAT-7,NOPE-1"})
+
+    assert [r["key"] for r in response["records"]] == ["BUG-12", "FEAT-7"]
+    assert response["missing"] == ["NOPE-1"]
+    bug, feature = response["records"]
+    assert bug["product"] == "PRD-1" and bug["feature"] == "FEAT-7"
+    assert bug["content"]["actual_result"] == "Tapping Renew shows a spinner forever"
+    assert bug["raw_data"]["reporter"] == "dana"
+    assert {name: [r["key"] for r in rel["items"]] for name, rel in bug["related"].items()} == {
+        "product": ["PRD-1"],
+        "feature": ["FEAT-7"],
+        "test": ["TEST-3"],
+    }
+    assert [r["key"] for r in feature["related"]["tests"]["items"]] == ["TEST-3"]
+    # Newest first; BUG-13 is later than BUG-12, and both are open.
+    assert [r["key"] for r in feature["related"]["open_bugs"]["items"]] == ["BUG-13", "BUG-12"]
+    assert feature["related"]["open_bugs"]["total"] == 2
+    assert feature["raw_data"] is None
+
+
+def test_get_can_leave_out_content_and_relations(story):
+    record = service.call("get", {"keys": ["BUG-12"], "include_content": False, "include_related": False})["records"][0]
+    assert record["content"] is None and record["raw_data"] is None and record["related"] is None
+
+
+def test_timeline_walks_the_feature_then_falls_back_to_the_product(story):
+    around = service.call("timeline", {"key": "BUG-12"})
+    assert around["within"] == "feature" and around["scope_key"] == "FEAT-7"
+    assert [r["key"] for r in around["before"]] == ["TEST-3"]
+    # FEAT-7 was imported without created_at, so it is the newest record.
+    assert [r["key"] for r in around["after"]] == ["BUG-13", "FEAT-7"]
+
+    product_wide = service.call("timeline", {"key": "BUG-12", "within": "product", "entities": "bug", "after": 1})
+    assert product_wide["scope_key"] == "PRD-1"
+    assert [r["key"] for r in product_wide["after"]] == ["BUG-13"]
+
+    no_feature = service.call("timeline", {"key": "BUG-14", "after": 3, "entities": ["bug", "test"]})
+    assert no_feature["within"] == "product" and no_feature["after"] == []
+    assert no_feature["before"][0]["key"] == "BUG-13"
+
+
+def test_unknown_keys_are_not_found(story):
+    for operation in ("timeline", "similar"):
+        with pytest.raises(NotFound) as caught:
+            service.call(operation, {"key": "BUG-404"})
+        assert caught.value.status == 404
+        assert "no record with key 'BUG-404'" in str(caught.value)
