@@ -15,6 +15,7 @@ Kind = Literal["product", "feature", "test", "bug"]
 Mode = Literal["hybrid", "keyword", "semantic"]
 MatchMode = Literal["simple", "raw"]
 Sort = Literal["relevant", "recent"]
+Detail = Literal["concise", "full"]
 SeverityName = Literal["critical", "high", "medium", "low"]
 StatusName = Literal["open", "accepted", "rejected", "fixed", "duplicate", "draft", "active", "archived"]
 
@@ -23,6 +24,14 @@ LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 KEYS_MAX = 50
 TIMELINE_DEFAULT, TIMELINE_MAX = 10, 50
 RELATED_MAX = 20
+DETAIL_HELP = (
+    "concise (default): each hit's kind, key, product, title, status, severity, created_at and rank; "
+    "full: also its id, updated_at, score and a snippet with highlights"
+)
+
+
+def _omitted_when_null(value) -> bool:
+    return value is None
 
 
 class SearchError(ValueError):
@@ -81,6 +90,7 @@ class SearchRequest(BaseModel):
     cursor: str | None = Field(None, description="next_cursor of the previous page")
     include_scores: bool = Field(False, description="add each arm's rank and score and the boosts")
     include_content: bool = Field(False, description="add the full text fields of each result")
+    detail: Detail = Field("concise", description=DETAIL_HELP)
 
     @field_validator("query")
     @classmethod
@@ -120,20 +130,24 @@ class ScoreDetail(BaseModel):
 
 
 class Hit(BaseModel):
+    """One result. Fields that `detail`, `include_scores` or `include_content`
+    leave empty are left out of the JSON, not sent as null: a concise hit
+    costs about 60 tokens."""
+
     kind: Kind
     key: str
-    id: int = Field(description="the record's id within its kind")
+    id: int | None = Field(None, description="the record's id within its kind (full)", exclude_if=_omitted_when_null)
     product: str | None = Field(description="product key")
     title: str
     status: str | None = None
     severity: str | None = None
     created_at: datetime
-    updated_at: datetime
-    snippet: Snippet | None = None
-    score: float
+    updated_at: datetime | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
+    snippet: Snippet | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
+    score: float | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
     rank: int = Field(description="1-based position in the whole result list")
-    scores: ScoreDetail | None = None
-    content: dict[str, str | list[str] | None] | None = None
+    scores: ScoreDetail | None = Field(None, exclude_if=_omitted_when_null)
+    content: dict[str, str | list[str] | None] | None = Field(None, exclude_if=_omitted_when_null)
 
 
 class FacetCount(BaseModel):
@@ -183,6 +197,7 @@ class SimilarRequest(BaseModel):
     cursor: str | None = Field(None, description="next_cursor of the previous page")
     include_scores: bool = Field(False, description="add each arm's rank and score")
     include_content: bool = Field(False, description="add the full text fields of each result")
+    detail: Detail = Field("concise", description=DETAIL_HELP)
 
 
 class GetRequest(BaseModel):

@@ -340,6 +340,7 @@ def similar(
     cursor: str | None = None,
     include_scores: bool = False,
     include_content: bool = False,
+    detail: str = "concise",
 ) -> SearchResponse:
     """Records nearest to `key` (never `key` itself): likely duplicates of a bug.
 
@@ -354,6 +355,7 @@ def similar(
         cursor=cursor,
         include_scores=include_scores,
         include_content=include_content,
+        detail=detail,
     )
     scope = build_scope(request, user)
     with connection.cursor() as db:
@@ -430,7 +432,7 @@ def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dic
 
 
 def _request_fingerprint(request: SearchRequest) -> str:
-    data = request.model_dump(mode="json", exclude={"cursor", "limit", "include_scores", "include_content"})
+    data = request.model_dump(mode="json", exclude={"cursor", "limit", "include_scores", "include_content", "detail"})
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -520,7 +522,8 @@ def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_q
     if not page:
         return []
     documents = snippets.page_documents([c.id for c in page])
-    built = snippets.build(documents, highlight_query)
+    full = request.detail == "full"
+    built = snippets.build(documents, highlight_query) if full else {}
     hits = []
     for offset, candidate in enumerate(page):
         doc = documents[candidate.id]
@@ -528,15 +531,15 @@ def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_q
             Hit(
                 kind=doc.kind,
                 key=doc.key,
-                id=doc.record_id,
+                id=doc.record_id if full else None,
                 product=doc.product_key,
                 title=doc.title,
                 status=doc.status,
                 severity=doc.severity,
                 created_at=doc.created_at,
-                updated_at=doc.updated_at,
+                updated_at=doc.updated_at if full else None,
                 snippet=built.get(candidate.id),
-                score=round(candidate.score, 6) if request.sort == "relevant" else 0.0,
+                score=(round(candidate.score, 6) if request.sort == "relevant" else 0.0) if full else None,
                 rank=start + offset + 1,
                 scores=ScoreDetail(
                     keyword_rank=candidate.keyword_rank,

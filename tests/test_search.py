@@ -253,13 +253,22 @@ def test_a_cursor_from_another_search_is_refused(corpus):
 
 
 def test_snippet_highlights_point_at_the_match(corpus):
-    hit = run("forever", mode="keyword", entities=["bug"]).results[0]
+    hit = run("forever", mode="keyword", entities=["bug"], detail="full").results[0]
 
     assert hit.key == "BUG-1"
     assert hit.snippet.field == "actual_result"
     assert hit.snippet.matched_fields == ["actual_result"]
     spans = [hit.snippet.text[h.start : h.end].lower() for h in hit.snippet.highlights]
     assert spans == ["forever"]
+
+
+def test_hits_are_concise_unless_full_detail_is_asked_for(corpus):
+    concise = run("forever", mode="keyword").model_dump(mode="json")["results"][0]
+    full = run("forever", mode="keyword", detail="full").model_dump(mode="json")["results"][0]
+
+    assert list(concise) == ["kind", "key", "product", "title", "status", "severity", "created_at", "rank"]
+    assert {"id", "updated_at", "snippet", "score"} <= set(full) and "scores" not in full
+    assert {k: full[k] for k in concise} == concise
 
 
 def test_include_content_and_scores(corpus):
