@@ -24,10 +24,7 @@ LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 KEYS_MAX = 50
 TIMELINE_DEFAULT, TIMELINE_MAX = 10, 50
 RELATED_MAX = 20
-DETAIL_HELP = (
-    "concise (default): each hit's kind, key, product, title, status, severity, created_at and rank; "
-    "full: also its id, updated_at, score and a snippet with highlights"
-)
+DETAIL_HELP = "concise (default): key, title, status... of each hit; full: also id, updated_at, score, snippet"
 
 
 def _omitted_when_null(value) -> bool:
