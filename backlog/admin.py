@@ -35,29 +35,7 @@ class StepsField(forms.CharField):
         return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class RecordForm(forms.ModelForm):
-    """Checks that span models: keys unique across all kinds, and relations
-    that stay inside one product."""
-
-    def clean(self):
-        cleaned = super().clean()
-        key = cleaned.get("key")
-        if key:
-            for model in (Product, Feature, QATest, Bug):
-                others = model.objects.filter(key=key)
-                if model is self._meta.model and self.instance.pk:
-                    others = others.exclude(pk=self.instance.pk)
-                if model is not self._meta.model and others.exists():
-                    self.add_error("key", f"{key} is already a {model.KIND}; keys are unique across all kinds.")
-        product = cleaned.get("product")
-        for relation in ("feature", "test"):
-            target = cleaned.get(relation)
-            if product and target and target.product_id != product.pk:
-                self.add_error(relation, f"{target.key} belongs to {target.product.key}, not {product.key}.")
-        return cleaned
-
-
-class QATestForm(RecordForm):
+class QATestForm(forms.ModelForm):
     steps = StepsField(required=False, help_text="One step per line.")
 
     class Meta:
@@ -65,7 +43,7 @@ class QATestForm(RecordForm):
         fields = "__all__"
 
 
-class BugForm(RecordForm):
+class BugForm(forms.ModelForm):
     raw_data = PrettyJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 14, "cols": 90, "style": "font-family: monospace"}),
@@ -89,7 +67,8 @@ class BugForm(RecordForm):
 
 
 class RecordAdmin(admin.ModelAdmin):
-    form = RecordForm
+    # Cross-model checks (keys unique across kinds, relations inside one
+    # product) run in Record.clean(), which every ModelForm calls.
     search_help_text = "Search by key or title."
     list_per_page = 50
     show_full_result_count = False  # an exact COUNT(*) on every page is slow on big tables

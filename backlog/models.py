@@ -12,6 +12,7 @@ write path (save, bulk_create, queryset.update, raw SQL, import) is covered.
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.functions import Upper
@@ -80,6 +81,23 @@ class Record(models.Model):
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "updated_at"}
         super().save(*args, **kwargs)
+
+    def clean(self):
+        """Checks that span models, shared by the admin's forms and the REST API
+        (import has its own, for a whole file): keys unique across all kinds,
+        and a feature or test inside the record's product."""
+        errors = {}
+        if self.key:
+            for model in RECORD_MODELS.values():
+                if model is not type(self) and model.objects.filter(key=self.key).exists():
+                    errors["key"] = f"{self.key} is already a {model.KIND}; keys are unique across all kinds."
+        product = self.product if getattr(self, "product_id", None) else None
+        for relation in ("feature", "test"):
+            target = getattr(self, relation, None)
+            if product and target and target.product_id != product.pk:
+                errors[relation] = f"{target.key} belongs to {target.product.key}, not {product.key}."
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def display_title(self) -> str:
