@@ -1,4 +1,26 @@
-from django.urls import path  # noqa: F401
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from . import errors, views
 
 app_name = "api"
-urlpatterns = []
+
+# No trailing slashes, no format suffixes: a key may contain dots (org.apache.hadoop-12).
+router = SimpleRouter(trailing_slash=False)
+router.register("products", views.ProductViewSet, basename="product")
+router.register("features", views.FeatureViewSet, basename="feature")
+router.register("tests", views.QATestViewSet, basename="test")
+router.register("bugs", views.BugViewSet, basename="bug")
+
+urlpatterns = [
+    path("search", views.SearchView.as_view(), name="search"),
+    path("similar/<str:key>", views.SimilarView.as_view(), name="similar"),
+    path("records", views.RecordsView.as_view(), name="records"),
+    path("timeline/<str:key>", views.TimelineView.as_view(), name="timeline"),
+    path("import", views.ImportView.as_view(), name="import"),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    *router.urls,
+    re_path(r"^", errors.not_found),  # anything else under /api/: a JSON 404
+]

@@ -190,3 +190,42 @@ LOGGING = {
     "root": {"handlers": ["stderr"], "level": envstr("LOG_LEVEL", "WARNING")},
     "loggers": {"pgserver": {"level": "WARNING"}},
 }
+
+# REST API (api/, docs/api.md). Every endpoint needs a user: a token
+# (`Authorization: Token ...`, issued and revoked in the admin) or a session.
+# TokenAuthentication comes first so that a request without credentials gets
+# 401 with `WWW-Authenticate: Token`. JSON only: bodies are what search.service
+# returns, unchanged.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "URL_FORMAT_OVERRIDE": None,  # `format` is not a search parameter
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "QA Search API",
+    "DESCRIPTION": "Search products, features, test cases and bugs; read, curate and import them. See docs/api.md.",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",  # schema objects are JSON Schema, as search.contract's pydantic models produce
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from drf_spectacular_sidecar's static files: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "BugStatusEnum": "backlog.models.BugStatus",
+        "TestStatusEnum": "backlog.models.TestStatus",
+        "SeverityEnum": "backlog.models.Severity",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_contract_components",
+    ],
+}

@@ -1,0 +1,109 @@
+"""OpenAPI for the search operations, generated from search.contract.
+
+The query parameters of /api/search, /api/similar, /api/records and
+/api/timeline are the fields of the operation's pydantic request model, and
+their responses are the response model's JSON Schema, registered as
+components by `add_contract_components` (a drf-spectacular postprocessing
+hook). Nothing is copied by hand, so the documentation cannot drift from
+what `search.service.call` validates and returns. The schema is OpenAPI 3.1,
+whose schema objects are JSON Schema: pydantic's output fits as it is.
+"""
+
+import inspect
+from typing import Literal
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from pydantic import BaseModel, Field
+
+from search.contract import GetResponse, SearchResponse, TimelineResponse
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse)
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="invalid_request, not_found, not_authenticated, permission_denied, ...")
+    message: str = Field(description="what was wrong and what to send instead; the MCP tools show the same text")
+    fields: dict[str, list[str]] | None = Field(None, description="record validation: messages per field")
+
+
+class Error(BaseModel):
+    """Every error under /api/ has this shape."""
+
+    error: ErrorDetail
+
+
+def ref(model: type[BaseModel]) -> dict:
+    return {"$ref": REF_TEMPLATE.format(model=model.__name__)}
+
+
+def parameters(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[OpenApiParameter]:
+    """The model's fields as parameters: `path` ones in the URL, the rest in the query string."""
+    schema = model.model_json_schema(ref_template=REF_TEMPLATE)
+    required = set(schema.get("required", ()))
+    result = []
+    for name, prop in schema["properties"].items():
+        prop = _without_null(prop)  # leaving a parameter out is how a query string says None
+        description = prop.pop("description", None)
+        prop.pop("title", None)
+        listed = prop.get("type") == "array"
+        result.append(
+            OpenApiParameter(
+                name,
+                type=prop,
+                location=OpenApiParameter.PATH if name in path else OpenApiParameter.QUERY,
+                required=name in required or name in path,
+                description=description + (" (comma-separated)" if listed else "") if description else None,
+                # entities=bug,test; a repeated parameter works too.
+                style="form" if listed else None,
+                explode=False if listed else None,
+            )
+        )
+    return result
+
+
+def _without_null(prop: dict) -> dict:
+    prop = dict(prop)
+    options = [option for option in prop.pop("anyOf", []) if option != {"type": "null"}]
+    if len(options) == 1:
+        prop.update(options[0])
+    elif options:
+        prop["anyOf"] = options
+    if prop.get("default", ...) is None:
+        del prop["default"]
+    return prop
+
+
+ERRORS = {
+    400: OpenApiResponse(ref(Error), description="a parameter is invalid; the message names it"),
+    401: OpenApiResponse(ref(Error), description="no or an invalid token or session"),
+    404: OpenApiResponse(ref(Error), description="no record with that key"),
+}
+
+
+def operation(
+    request: type[BaseModel],
+    response: type[BaseModel],
+    summary: str,
+    path: tuple[str, ...] = (),
+    errors: tuple[Literal[400, 401, 404], ...] = (400, 401),
+):
+    """extend_schema for a GET that passes `request`'s fields to search.service and returns `response`."""
+    return extend_schema(
+        summary=summary,
+        description=inspect.cleandoc(request.__doc__ or ""),
+        parameters=parameters(request, path),
+        responses={200: OpenApiResponse(ref(response)), **{status: ERRORS[status] for status in errors}},
+        tags=["search"],
+    )
+
+
+def add_contract_components(result, generator, request, public):
+    """Register the response models (and the models they use) as schema components."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    for model in (*RESPONSE_MODELS, Error):
+        schema = model.model_json_schema(ref_template=REF_TEMPLATE)
+        for name, definition in {**schema.pop("$defs", {}), model.__name__: schema}.items():
+            if schemas.setdefault(name, definition) != definition:
+                raise ValueError(f"two schema components are called {name}; rename one")
+    return result

@@ -1,0 +1,162 @@
+"""Products, features, tests and bugs as REST resources, and the import report.
+
+Relations are keys (`"product": "PRD-1"`), as in the interchange format.
+The rules are the ones every other write path applies: field limits from
+the models and backlog.interchange (text length, NUL characters, raw_data an
+object), and the cross-kind checks of `Record.clean()` (a key unique across
+all kinds, a feature or test of the record's own product).
+"""
+
+import copy
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticError
+from rest_framework import serializers
+
+from backlog import interchange
+from backlog.models import Bug, Feature, Product, QATest
+
+TEXT = {"max_length": interchange.MAX_TEXT_CHARS}
+TIMES = ["created_at", "updated_at"]
+
+
+def relation(model, **options) -> serializers.SlugRelatedField:
+    return serializers.SlugRelatedField(
+        slug_field="key",
+        queryset=model.objects.all(),
+        error_messages={"does_not_exist": f"no {model.KIND} has the key {{value}}."},
+        **options,
+    )
+
+
+class RecordSerializer(serializers.ModelSerializer):
+    kind = serializers.SerializerMethodField(help_text="product, feature, test or bug")
+
+    class Meta:
+        # created_at may be given (the time the record was made upstream);
+        # updated_at is the time of the last write, set by Record.save().
+        read_only_fields = ["id", "updated_at"]
+
+    def get_kind(self, record) -> str:
+        return record.KIND
+
+    def validate(self, attrs):
+        record = copy.copy(self.instance) if self.instance else self.Meta.model()
+        for name, value in attrs.items():
+            setattr(record, name, value)
+        try:
+            record.clean()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from exc
+        return attrs
+
+
+class ProductSerializer(RecordSerializer):
+    class Meta(RecordSerializer.Meta):
+        model = Product
+        fields = ["kind", "key", "id", "name", "description", *TIMES]
+        extra_kwargs = {"description": TEXT}
+
+
+class FeatureSerializer(RecordSerializer):
+    product = relation(Product)
+
+    class Meta(RecordSerializer.Meta):
+        model = Feature
+        fields = ["kind", "key", "id", "product", "name", "description", "acceptance_criteria", *TIMES]
+        extra_kwargs = {"description": TEXT, "acceptance_criteria": TEXT}
+
+
+class QATestSerializer(RecordSerializer):
+    product = relation(Product)
+    feature = relation(Feature, allow_null=True, required=False)
+    steps = serializers.ListField(child=serializers.CharField(**TEXT), required=False, help_text="one string a step")
+
+    class Meta(RecordSerializer.Meta):
+        model = QATest
+        fields = ["kind", "key", "id", "product", "feature", "title", "description", "steps", "status", *TIMES]
+        extra_kwargs = {"description": TEXT}
+
+
+class BugSerializer(RecordSerializer):
+    product = relation(Product)
+    feature = relation(Feature, allow_null=True, required=False)
+    test = relation(QATest, allow_null=True, required=False)
+    raw_data = serializers.JSONField(
+        required=False,
+        help_text="the bug as the tracker sent it; actual_result, expected_result, steps and environment "
+        "are derived from it by the database",
+    )
+    actual_result = serializers.CharField(read_only=True, allow_null=True)
+    expected_result = serializers.CharField(read_only=True, allow_null=True)
+    steps = serializers.CharField(read_only=True, allow_null=True, help_text="one step a line")
+    environment = serializers.CharField(read_only=True, allow_null=True)
+
+    class Meta(RecordSerializer.Meta):
+        model = Bug
+        fields = [
+            "kind",
+            "key",
+            "id",
+            "product",
+            "feature",
+            "test",
+            "title",
+            "description",
+            "severity",
+            "status",
+            "raw_data",
+            "actual_result",
+            "expected_result",
+            "steps",
+            "environment",
+            *TIMES,
+        ]
+        # Unknown severity is null, never "" (as in the interchange format).
+        extra_kwargs = {"description": TEXT, "severity": {"allow_blank": False}}
+
+    def validate_raw_data(self, value):
+        try:
+            return RAW_DATA.validate_python(value)
+        except PydanticError as exc:
+            error = exc.errors(include_url=False)[0]
+            if error["type"] == "dict_type":
+                raise serializers.ValidationError('must be a JSON object, like {"actual_result": "..."}.') from exc
+            raise serializers.ValidationError(error["msg"].removeprefix("Value error, ") + ".") from exc
+
+    def save(self, **kwargs):
+        bug = super().save(**kwargs)
+        # The derived fields are computed by the database on write.
+        bug.refresh_from_db(fields=["actual_result", "expected_result", "steps", "environment"])
+        return bug
+
+
+RAW_DATA = TypeAdapter(interchange.RawData)
+
+
+# -- import ------------------------------------------------------------------------------
+
+
+class ImportOptions(serializers.Serializer):
+    dry_run = serializers.BooleanField(default=False, help_text="validate and report what would change; write nothing")
+    skip_invalid = serializers.BooleanField(
+        default=False, help_text="write the valid records and report the invalid ones, instead of writing nothing"
+    )
+
+
+class ProblemSerializer(serializers.Serializer):
+    line = serializers.IntegerField(allow_null=True, help_text="line number in the body; null: the whole import")
+    key = serializers.CharField(allow_null=True, help_text="the record's key, when it could be read")
+    message = serializers.CharField()
+
+
+class ImportReportSerializer(serializers.Serializer):
+    """backlog.services.ImportReport as JSON: counts by kind, and every problem."""
+
+    written = serializers.BooleanField(help_text="false for a dry run and when nothing could be written")
+    created = serializers.DictField(child=serializers.IntegerField(), help_text="records created, by kind")
+    updated = serializers.DictField(child=serializers.IntegerField(), help_text="records changed, by kind")
+    unchanged = serializers.DictField(child=serializers.IntegerField(), help_text="records already as sent, by kind")
+    problems = ProblemSerializer(many=True)
+    summary = serializers.CharField(help_text="the counts in one sentence, as manage.py import_records prints them")

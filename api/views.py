@@ -1,0 +1,240 @@
+"""The REST surface: search operations, record CRUD, bulk import.
+
+The search operations translate the query string and return what
+`search.service.call` returns, unchanged; its `SearchError` becomes the
+HTTP error (api/errors.py). The record endpoints are DRF viewsets over the
+backlog models; the import endpoint runs the same function as
+`manage.py import_records`.
+"""
+
+from collections import Counter
+
+from django.db.models import ProtectedError
+from django.http import Http404
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import permissions, status, viewsets
+from rest_framework.exceptions import NotFound, UnsupportedMediaType, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from backlog.models import Bug, Feature, Product, QATest
+from backlog.services import import_records
+from search import service
+from search.contract import (
+    GetRequest,
+    GetResponse,
+    SearchRequest,
+    SearchResponse,
+    SimilarRequest,
+    TimelineRequest,
+    TimelineResponse,
+)
+
+from . import filters, schema, serializers
+from .errors import Conflict, error_body
+from .parsers import PARSERS
+
+# -- search operations --------------------------------------------------------------------
+
+
+class OperationView(APIView):
+    """GET: one search.service operation; a `key` in the path joins the query parameters."""
+
+    operation: str
+
+    def get(self, request, key: str | None = None):
+        params = request.query_params
+        if key is not None:
+            params = params.copy()
+            params["key"] = key
+        return Response(service.call(self.operation, params, request.user))
+
+
+@extend_schema_view(get=schema.operation(SearchRequest, SearchResponse, "Search all records"))
+class SearchView(OperationView):
+    operation = "search"
+
+
+@extend_schema_view(
+    get=schema.operation(
+        SimilarRequest, SearchResponse, "Records like one record", path=("key",), errors=(400, 401, 404)
+    )
+)
+class SimilarView(OperationView):
+    operation = "similar"
+
+
+@extend_schema_view(get=schema.operation(GetRequest, GetResponse, "Whole records by key, with related records"))
+class RecordsView(OperationView):
+    operation = "get"
+
+
+@extend_schema_view(
+    get=schema.operation(
+        TimelineRequest, TimelineResponse, "What happened around a record", path=("key",), errors=(400, 401, 404)
+    )
+)
+class TimelineView(OperationView):
+    operation = "timeline"
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+class RecordViewSet(viewsets.ModelViewSet):
+    """Any authenticated user reads; writes need the model's add, change or delete permission."""
+
+    permission_classes = [permissions.DjangoModelPermissions]
+    filter_backends = [DjangoFilterBackend, filters.StrictOrderingFilter]
+    pagination_class = filters.LimitOffsetPagination
+    lookup_field = "key"
+    lookup_value_regex = r"[A-Za-z0-9._-]+"
+    related: tuple[str, ...] = ()
+
+    def get_queryset(self):
+        return self.serializer_class.Meta.model.objects.select_related(*self.related)
+
+    def list(self, request, *args, **kwargs):
+        known = {
+            *self.filterset_class.base_filters,
+            "ordering",
+            self.paginator.limit_query_param,
+            self.paginator.offset_query_param,
+        }
+        if unknown := sorted(set(request.query_params) - known):
+            raise ValidationError({unknown[0]: [f"unknown parameter; the parameters are: {', '.join(sorted(known))}."]})
+        return super().list(request, *args, **kwargs)
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except Http404:
+            kind = self.serializer_class.Meta.model.KIND
+            raise NotFound(f"no {kind} with key {self.kwargs['key']!r}.") from None
+
+    def perform_destroy(self, record):
+        try:
+            record.delete()
+        except ProtectedError as exc:
+            kinds = Counter(other.KIND for other in exc.protected_objects)
+            names = ", ".join(f"{count} {kind}(s)" for kind, count in sorted(kinds.items()))
+            raise Conflict(f"{record.key} is still named by {names}; delete or move them first.") from exc
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List products"),
+    retrieve=extend_schema(summary="One product by key"),
+)
+class ProductViewSet(RecordViewSet):
+    serializer_class = serializers.ProductSerializer
+    filterset_class = filters.RecordFilter
+    ordering_fields = ["key", "name", "created_at", "updated_at"]
+    ordering = ["key"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List features"),
+    retrieve=extend_schema(summary="One feature by key"),
+)
+class FeatureViewSet(RecordViewSet):
+    serializer_class = serializers.FeatureSerializer
+    filterset_class = filters.FeatureFilter
+    ordering_fields = ["key", "name", "created_at", "updated_at"]
+    ordering = ["key"]
+    related = ("product",)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List tests"),
+    retrieve=extend_schema(summary="One test by key"),
+)
+class QATestViewSet(RecordViewSet):
+    serializer_class = serializers.QATestSerializer
+    filterset_class = filters.QATestFilter
+    ordering_fields = ["key", "title", "status", "created_at", "updated_at"]
+    ordering = ["key"]
+    related = ("product", "feature")
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List bugs"),
+    retrieve=extend_schema(summary="One bug by key"),
+)
+class BugViewSet(RecordViewSet):
+    serializer_class = serializers.BugSerializer
+    filterset_class = filters.BugFilter
+    ordering_fields = ["key", "title", "severity", "status", "created_at", "updated_at"]
+    ordering = ["-created_at", "-id"]
+    related = ("product", "feature", "test")
+
+
+# -- import -------------------------------------------------------------------------------
+
+IMPORT_MODELS = (Product, Feature, QATest, Bug)
+IMPORT_PERMISSIONS = [
+    f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+    for model in IMPORT_MODELS
+    for action in ("add", "change")
+]
+MEDIA_TYPES = ", ".join(parser.media_type for parser in PARSERS)
+PROBLEMS_IN_MESSAGE = 10
+
+
+class CanImport(permissions.BasePermission):
+    message = "Importing needs the add and change permissions on products, features, tests and bugs."
+
+    def has_permission(self, request, view):
+        return request.user.has_perms(IMPORT_PERMISSIONS)
+
+
+class ImportView(APIView):
+    parser_classes = PARSERS
+    permission_classes = [permissions.IsAuthenticated, CanImport]
+
+    @extend_schema(
+        summary="Import JSON Lines (FORMAT.md)",
+        description=(
+            "Upserts by key, like `manage.py import_records`: every line is validated first, then all "
+            "records are written in one transaction. Any problem: 400 listing every problem with its line "
+            "number, and nothing written (unless skip_invalid=true)."
+        ),
+        parameters=[serializers.ImportOptions],
+        request={parser.media_type: {"type": "string"} for parser in PARSERS},
+        responses={
+            200: serializers.ImportReportSerializer,
+            400: OpenApiResponse(schema.ref(schema.Error), description="invalid records; nothing was written"),
+            403: OpenApiResponse(schema.ref(schema.Error), description="missing add or change permissions"),
+        },
+        tags=["import"],
+    )
+    def post(self, request):
+        options = serializers.ImportOptions(data=request.query_params)
+        options.is_valid(raise_exception=True)
+        if unknown := sorted(set(request.query_params) - set(options.fields)):
+            raise ValidationError({unknown[0]: ["unknown parameter; the parameters are: dry_run, skip_invalid."]})
+        try:
+            lines = request.data
+        except UnsupportedMediaType:
+            raise UnsupportedMediaType(
+                request.content_type,
+                f"send the records as JSON Lines with Content-Type {MEDIA_TYPES}; got {request.content_type!r}.",
+            ) from None
+        if not isinstance(lines, list) or not any(line.strip() for line in lines):
+            raise ValidationError("The body is empty: send one JSON record a line (FORMAT.md).")
+
+        report = import_records(lines, **options.validated_data)
+        body = serializers.ImportReportSerializer(report).data
+        skipped = options.validated_data["skip_invalid"] and (report.written or options.validated_data["dry_run"])
+        if report.problems and not skipped:
+            shown = "; ".join(str(problem) for problem in report.problems[:PROBLEMS_IN_MESSAGE])
+            more = len(report.problems) - PROBLEMS_IN_MESSAGE
+            message = (
+                f"{len(report.problems)} problem(s) found; nothing was imported: {shown}"
+                + (f"; and {more} more (see problems)" if more > 0 else "")
+                + ". Fix them and send the file again, or add skip_invalid=true to import the valid records."
+            )
+            return Response(
+                error_body("invalid_records", message, problems=body["problems"]), status=status.HTTP_400_BAD_REQUEST
+            )
+        return Response(body)

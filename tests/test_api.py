@@ -1,0 +1,698 @@
+"""The REST API over the real database.
+
+The people: Alice curates records (she may add, change and delete them and
+import files); Bob reads (he has an account and nothing more); an anonymous
+caller has neither token nor session.
+
+The story: Tramline Mobile (conftest's TRAMLINE: the season pass renewal
+bug BUG-12 and its test) plus a spinner bug seen during a renewal, and
+Ledgerly's two invoice bugs that are really one.
+"""
+
+from urllib.parse import urlencode
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.http import QueryDict
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from backlog.models import Bug, Feature, Product, QATest
+from backlog.services import import_records
+from search import service
+from search.contract import SearchError
+
+from .conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+MORE = [
+    {
+        "kind": "bug",
+        "key": "BUG-20",
+        "product": "PRD-1",
+        "title": "Spinner on checkout after login",
+        "description": "Seen once during renewal of a yearly pass",
+        "severity": "medium",
+        "status": "fixed",
+        "created_at": "2026-02-10T09:00:00+00:00",
+        "updated_at": "2026-02-12T09:00:00+00:00",
+    },
+    {
+        "kind": "test",
+        "key": "TEST-4",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Export an invoice as PDF",
+        "status": "draft",
+        "created_at": "2026-01-20T09:00:00+00:00",
+        "updated_at": "2026-01-20T09:00:00+00:00",
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-21",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Invoice PDF has the wrong VAT total",
+        "severity": "critical",
+        "status": "open",
+        "created_at": "2026-03-01T09:00:00+00:00",
+        "updated_at": "2026-03-02T09:00:00+00:00",
+        "raw_data": {"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-22",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Exported invoice shows wrong tax amount",
+        "description": "The tax line on the exported PDF does not match the invoice screen",
+        "severity": "high",
+        "status": "open",
+        "created_at": "2026-03-05T09:00:00+00:00",
+        "updated_at": "2026-03-05T09:00:00+00:00",
+    },
+]
+
+
+@pytest.fixture
+def story(tramline):
+    report = import_records(jsonl(*MORE).splitlines())
+    assert report.written and not report.problems, report.problems
+
+
+def client_with_token(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def alice(django_user_model):
+    user = django_user_model.objects.create_user("alice", password="a-long-passphrase")
+    user.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="backlog",
+            codename__regex=r"^(add|change|delete|view)_(product|feature|qatest|bug)$",
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
+
+
+@pytest.fixture
+def curator(alice):
+    return client_with_token(alice)
+
+
+@pytest.fixture
+def reader(bob):
+    return client_with_token(bob)
+
+
+@pytest.fixture
+def anonymous():
+    return APIClient()
+
+
+def keys(body: dict) -> list[str]:
+    return [hit["key"] for hit in body["results"]]
+
+
+def as_query(params: dict) -> QueryDict:
+    return QueryDict(urlencode(params))
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+def test_search_ranks_a_title_match_above_a_description_match(story, reader):
+    response = reader.get("/api/search", {"query": "renewal", "mode": "keyword", "entities": "bug"})
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert keys(response.json()) == ["BUG-12", "BUG-20"]  # BUG-12 says renewal in its title
+    assert [hit["kind"] for hit in response.json()["results"]] == ["bug", "bug"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"query": "renewal"},
+        {"query": "invoice pdf", "mode": "keyword", "include_scores": "true", "include_content": "true"},
+        {"query": "wrong invoice", "detail": "full", "limit": "1"},
+        {"query": "renew or invoice", "entities": "bug,test", "sort": "recent", "products": "PRD-1,PRD-2"},
+        {"query": "spiner on chekout", "mode": "keyword"},  # typo tolerance: corrected_query
+    ],
+)
+def test_the_body_is_exactly_what_the_search_module_returns(story, reader, bob, params):
+    response = reader.get("/api/search", params)
+
+    assert response.status_code == 200
+    assert response.json() == service.call("search", as_query(params), bob)
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"entities": "bug,test"}, {"BUG-12", "BUG-20", "BUG-21", "BUG-22", "TEST-3", "TEST-4"}),
+        ({"entities": ["bug", "test"]}, {"BUG-12", "BUG-20", "BUG-21", "BUG-22", "TEST-3", "TEST-4"}),  # repeated
+        ({"products": "PRD-2"}, {"PRD-2", "FEAT-9", "TEST-4", "BUG-21", "BUG-22"}),
+        ({"status": "fixed"}, {"BUG-20"}),
+        ({"status": "draft,fixed"}, {"TEST-4", "BUG-20"}),
+        ({"severity": "critical,medium"}, {"BUG-21", "BUG-20"}),
+        ({"feature": "FEAT-9"}, {"FEAT-9", "TEST-4", "BUG-21", "BUG-22"}),  # the feature itself too
+        ({"created_after": "2026-03-01T09:00:00+00:00", "entities": "bug"}, {"BUG-21", "BUG-22"}),
+        ({"created_before": "2026-01-31T00:00:00Z", "entities": "bug,test"}, {"TEST-3", "TEST-4"}),
+        ({"updated_after": "2026-03-03T00:00:00Z", "entities": "bug,test"}, {"BUG-22"}),
+        ({"updated_before": "2026-01-15T00:00:00Z", "entities": "test"}, {"TEST-3"}),
+    ],
+)
+def test_each_filter_reaches_the_engine(story, reader, params, expected):
+    broad = "renew or invoice or pdf or spinner or tramline or ledgerly or export or pass"
+
+    body = reader.get("/api/search", {"query": broad, "mode": "keyword", "limit": 100, **params}).json()
+
+    assert set(keys(body)) == expected
+    assert body["total"] == len(expected)
+
+
+def test_sort_recent_puts_the_newest_first(story, reader):
+    body = reader.get("/api/search", {"query": "renew or invoice or spinner", "sort": "recent", "entities": "bug"})
+
+    assert keys(body.json()) == ["BUG-22", "BUG-21", "BUG-20", "BUG-12"]
+
+
+def test_cursor_pages_through_every_result_once(story, reader):
+    params = {"query": "renew or invoice or spinner or pdf", "mode": "keyword"}
+    everything = keys(reader.get("/api/search", {**params, "limit": 100}).json())
+    pages, cursor = [], None
+    while True:
+        body = reader.get("/api/search", {**params, "limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        pages.append(keys(body))
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+
+    assert len(everything) > 4
+    assert [key for page in pages for key in page] == everything
+    assert all(len(page) == 2 for page in pages[:-1])
+
+
+def test_mode_match_mode_and_the_include_flags_reach_the_engine(story, reader):
+    raw_query = {"query": "invoice & !vat", "match_mode": "raw", "mode": "keyword", "entities": "bug"}
+    raw = reader.get("/api/search", raw_query).json()
+    scored = reader.get("/api/search", {"query": "vat", "include_scores": "true", "include_content": "true"}).json()
+    semantic = reader.get("/api/search", {"query": "renewal", "mode": "semantic"})
+
+    assert keys(raw) == ["BUG-22"]
+    hit = scored["results"][0]
+    assert hit["key"] == "BUG-21" and hit["scores"]["keyword_rank"] == 1
+    assert hit["content"]["expected_result"] == "VAT is 20%"
+    assert scored["mode"] == "keyword"  # hybrid falls back while nothing is embedded
+    assert semantic.status_code == 400 and "manage.py embed" in semantic.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "params, names",
+    [
+        ({}, "query"),
+        ({"query": "renew", "limit": "101"}, "limit"),
+        ({"query": "renew", "limit": "many"}, "limit"),
+        ({"query": "renew", "mode": "fuzzy"}, "mode"),
+        ({"query": "renew", "entities": "bug,epic"}, "entities"),
+        ({"query": "renew", "created_after": "yesterday"}, "created_after"),
+        ({"query": "renew", "created_after": "2026-03-01T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"}, ""),
+        ({"query": "renew", "q": "typo"}, "'q'"),
+        ({"query": "renew", "cursor": "garbage"}, "cursor"),
+        ({"query": "renew & (android", "match_mode": "raw", "mode": "keyword"}, "tsquery"),
+    ],
+)
+def test_an_invalid_search_is_400_with_the_service_s_message(story, reader, bob, params, names):
+    response = reader.get("/api/search", params)
+
+    with pytest.raises(SearchError) as raised:
+        service.call("search", as_query(params), bob)
+    assert response.status_code == 400
+    assert response.json() == raised.value.body()
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert names in response.json()["error"]["message"]
+
+
+# -- similar, records, timeline ---------------------------------------------------------
+
+
+def test_similar_finds_the_other_invoice_bug_and_never_the_record_itself(story, reader, bob):
+    params = {"mode": "keyword", "entities": "bug"}
+
+    response = reader.get("/api/similar/BUG-21", params)
+
+    assert response.status_code == 200
+    assert keys(response.json())[0] == "BUG-22"
+    assert "BUG-21" not in keys(response.json())
+    assert response.json() == service.call("similar", {**params, "key": "BUG-21"}, bob)
+
+
+def test_similar_with_embeddings(story, reader):
+    from search.indexing import embed_pending
+
+    embed_pending()
+
+    body = reader.get("/api/similar/BUG-22", {"entities": "bug"}).json()
+
+    assert body["mode"] == "hybrid"
+    assert keys(body)[0] == "BUG-21"
+
+
+def test_records_returns_whole_records_in_the_order_asked_and_names_the_missing(story, reader, bob):
+    response = reader.get("/api/records", {"keys": "BUG-12,NOPE-1,TEST-3"})
+    bare = reader.get("/api/records", {"keys": "BUG-12", "include_content": "false", "include_related": "false"})
+
+    body = response.json()
+    assert [record["key"] for record in body["records"]] == ["BUG-12", "TEST-3"]
+    assert body["missing"] == ["NOPE-1"]
+    bug = body["records"][0]
+    assert bug["raw_data"]["reporter"] == "dana"
+    assert bug["content"]["actual_result"] == "Tapping Renew shows a spinner forever"
+    assert [item["key"] for item in bug["related"]["test"]["items"]] == ["TEST-3"]
+    assert body == service.call("get", {"keys": "BUG-12,NOPE-1,TEST-3"}, bob)
+    assert bare.json()["records"][0].get("content") is None
+    assert bare.json()["records"][0].get("related") is None
+
+
+def test_timeline_shows_what_happened_around_a_record(story, reader, bob):
+    response = reader.get("/api/timeline/BUG-12", {"within": "product"})
+
+    body = response.json()
+    assert body["record"]["key"] == "BUG-12"
+    assert [ref["key"] for ref in body["before"]] == ["TEST-3", "FEAT-7", "PRD-1"][: len(body["before"])]
+    assert [ref["key"] for ref in body["after"]][:1] == ["BUG-20"]
+    assert body == service.call("timeline", {"key": "BUG-12", "within": "product"}, bob)
+
+
+@pytest.mark.parametrize("url", ["/api/similar/BUG-404", "/api/timeline/BUG-404"])
+def test_an_unknown_key_is_404_with_the_service_s_message(story, reader, bob, url):
+    response = reader.get(url)
+
+    operation = url.split("/")[2]
+    with pytest.raises(SearchError) as raised:
+        service.call(operation, {"key": "BUG-404"}, bob)
+    assert response.status_code == 404
+    assert response.json() == raised.value.body()
+    assert "no record with key 'BUG-404'" in response.json()["error"]["message"]
+
+
+# -- authentication -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "method, url",
+    [
+        ("get", "/api/search?query=renew"),
+        ("get", "/api/records?keys=BUG-12"),
+        ("get", "/api/bugs"),
+        ("post", "/api/import"),
+    ],
+)
+def test_without_credentials_every_endpoint_is_401(story, anonymous, method, url):
+    response = getattr(anonymous, method)(url)
+
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert response.json() == {
+        "error": {"code": "not_authenticated", "message": "Authentication credentials were not provided."}
+    }
+
+
+def test_a_token_revoked_in_the_admin_stops_working(story, bob, django_user_model):
+    token = Token.objects.create(user=bob)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert client.get("/api/bugs/BUG-12").status_code == 200
+
+    admin = APIClient()
+    admin.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "a-long-passphrase"))
+    changelist = admin.get(reverse("admin:authtoken_tokenproxy_changelist"))
+    revoked = admin.post(reverse("admin:authtoken_tokenproxy_delete", args=[bob.pk]), {"post": "yes"})
+
+    assert changelist.status_code == 200 and "bob" in changelist.content.decode()
+    assert revoked.status_code == 302 and not Token.objects.filter(user=bob).exists()
+    response = client.get("/api/bugs/BUG-12")
+    assert response.status_code == 401
+    assert response.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
+
+
+def test_a_session_works_too_and_its_writes_need_the_csrf_token(story, alice):
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(alice)
+
+    read = browser.get("/api/bugs/BUG-12")
+    write = browser.patch("/api/bugs/BUG-12", {"status": "fixed"}, format="json")
+
+    assert read.status_code == 200
+    assert write.status_code == 403
+    assert "CSRF" in write.json()["error"]["message"]
+
+
+def test_a_reader_reads_but_may_not_write(story, reader):
+    assert reader.get("/api/bugs/BUG-12").status_code == 200
+
+    response = reader.patch("/api/bugs/BUG-12", {"status": "fixed"}, format="json")
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+    assert Bug.objects.get(key="BUG-12").status == "open"
+
+
+# -- records: read, filter, write ---------------------------------------------------------
+
+
+def test_a_bug_reads_with_relations_as_keys_and_its_derived_fields(story, reader):
+    body = reader.get("/api/bugs/BUG-12").json()
+
+    assert body["kind"] == "bug"
+    assert (body["product"], body["feature"], body["test"]) == ("PRD-1", "FEAT-7", "TEST-3")
+    assert body["steps"] == "Open Passes\nTap Renew"
+    assert body["environment"] == "Pixel 7, Android 14"
+    assert body["created_at"] == "2026-02-01T10:00:00Z"
+
+
+def test_the_bug_list_filters_orders_and_pages(story, reader):
+    def listed(**params):
+        response = reader.get("/api/bugs", params)
+        assert response.status_code == 200, response.json()
+        return [bug["key"] for bug in response.json()["results"]]
+
+    assert listed() == ["BUG-22", "BUG-21", "BUG-20", "BUG-12"]  # newest first
+    assert listed(products="PRD-2") == ["BUG-22", "BUG-21"]
+    assert listed(status="open", severity="high,critical") == ["BUG-22", "BUG-21", "BUG-12"]
+    assert listed(feature="FEAT-9", ordering="key") == ["BUG-21", "BUG-22"]
+    assert listed(test="TEST-3") == ["BUG-12"]
+    assert listed(created_after="2026-02-10T09:00:00Z", created_before="2026-03-01T09:00:00Z") == ["BUG-21", "BUG-20"]
+    assert listed(updated_before="2026-02-12T09:00:00+00:00") == ["BUG-20", "BUG-12"]
+    assert listed(ordering="-severity,key") == ["BUG-20", "BUG-12", "BUG-22", "BUG-21"]  # alphabetical values
+    assert listed(limit=2, offset=1) == ["BUG-21", "BUG-20"]
+    page = reader.get("/api/bugs", {"limit": 2}).json()
+    assert page["count"] == 4 and page["next"].endswith("limit=2&offset=2") and page["previous"] is None
+
+
+def test_other_lists_filter_by_the_same_names(story, reader):
+    tests = reader.get("/api/tests", {"products": "PRD-2", "status": "draft"}).json()
+    features = reader.get("/api/features", {"products": "PRD-1"}).json()
+    products = reader.get("/api/products", {"ordering": "-name"}).json()
+
+    assert [t["key"] for t in tests["results"]] == ["TEST-4"]
+    assert [f["key"] for f in features["results"]] == ["FEAT-7"]
+    assert [p["key"] for p in products["results"]] == ["PRD-1", "PRD-2"]  # Tramline, Ledgerly
+
+
+@pytest.mark.parametrize(
+    "params, name",
+    [
+        ({"product": "PRD-1"}, "product"),  # the filter is called products, as in /api/search
+        ({"ordering": "reporter"}, "ordering"),
+        ({"severity": "urgent"}, "severity"),
+        ({"created_after": "last week"}, "created_after"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"offset": "-1"}, "offset"),
+    ],
+)
+def test_a_bad_list_parameter_is_400_naming_it(story, reader, params, name):
+    response = reader.get("/api/bugs", params)
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"].startswith(f"{name}: ")
+    assert list(error["fields"]) == [name]
+
+
+def test_listing_bugs_takes_three_queries(story, bob, django_assert_num_queries):
+    client = client_with_token(bob)
+
+    # The token with its user; the count; the page with product, feature and test joined.
+    with django_assert_num_queries(3):
+        response = client.get("/api/bugs")
+
+    assert len(response.json()["results"]) == 4
+
+
+def test_a_curator_creates_a_bug_and_search_finds_it_at_once(story, curator):
+    response = curator.post(
+        "/api/bugs",
+        {
+            "key": "BUG-30",
+            "product": "PRD-1",
+            "feature": "FEAT-7",
+            "title": "Renewal receipt email never arrives",
+            "severity": "low",
+            "raw_data": {"actual_result": "No email", "environment": "iOS 18"},
+        },
+        format="json",
+    )
+
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["kind"] == "bug" and body["status"] == "open" and body["test"] is None
+    assert (body["actual_result"], body["environment"], body["expected_result"]) == ("No email", "iOS 18", None)
+    found = curator.get("/api/search", {"query": "renewal receipt", "mode": "keyword"}).json()
+    assert keys(found)[0] == "BUG-30"
+
+
+def test_a_curator_edits_and_deletes(story, curator):
+    before = Bug.objects.get(key="BUG-20").updated_at
+
+    edited = curator.patch("/api/bugs/BUG-20", {"status": "open", "feature": "FEAT-7"}, format="json")
+    deleted = curator.delete("/api/bugs/BUG-22")
+
+    assert edited.status_code == 200, edited.json()
+    bug = Bug.objects.get(key="BUG-20")
+    assert (bug.status, bug.feature.key) == ("open", "FEAT-7") and bug.updated_at > before
+    assert deleted.status_code == 204
+    assert not Bug.objects.filter(key="BUG-22").exists()
+    assert "BUG-22" not in keys(curator.get("/api/search", {"query": "tax", "mode": "keyword"}).json())
+
+
+def test_keys_with_dots_work_in_urls(story, curator):
+    created = curator.post("/api/products", {"key": "org.apache.hadoop", "name": "Hadoop"}, format="json")
+
+    assert created.status_code == 201
+    assert curator.get("/api/products/org.apache.hadoop").json()["name"] == "Hadoop"
+
+
+@pytest.mark.parametrize(
+    "changes, field, message",
+    [
+        ({"key": "FEAT-9"}, "key", "FEAT-9 is already a feature; keys are unique across all kinds."),
+        ({"key": "BUG-12"}, "key", "bug with this key already exists."),
+        ({"key": "BUG 31"}, "key", "A key is 1 to 64 letters"),
+        ({"feature": "FEAT-9"}, "feature", "FEAT-9 belongs to PRD-2, not PRD-1."),
+        ({"test": "TEST-4"}, "test", "TEST-4 belongs to PRD-2, not PRD-1."),
+        ({"product": "PRD-404"}, "product", "no product has the key PRD-404."),
+        ({"feature": "BUG-12"}, "feature", "no feature has the key BUG-12."),
+        ({"severity": "urgent"}, "severity", '"urgent" is not a valid choice.'),
+        ({"severity": ""}, "severity", '"" is not a valid choice.'),
+        ({"status": "draft"}, "status", '"draft" is not a valid choice.'),
+        ({"title": "   "}, "title", "This field may not be blank."),
+        ({"title": "x" * 501}, "title", "no more than 500 characters"),
+        ({"description": "nul \x00 byte"}, "description", "Null characters are not allowed."),
+        ({"raw_data": ["a", "list"]}, "raw_data", 'must be a JSON object, like {"actual_result": "..."}.'),
+        ({"raw_data": {"note": "nul \x00"}}, "raw_data", "contains a NUL character"),
+    ],
+)
+def test_an_invalid_bug_is_400_naming_the_field(story, curator, changes, field, message):
+    bug = {"key": "BUG-31", "product": "PRD-1", "title": "Pass screen is blank", **changes}
+    count = Bug.objects.count()
+
+    response = curator.post("/api/bugs", bug, format="json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"].startswith(f"{field}: ") and message in error["message"]
+    assert message in error["fields"][field][0]
+    assert Bug.objects.count() == count
+
+
+def test_a_missing_field_and_a_moved_relation_are_named_on_update(story, curator):
+    created = curator.post("/api/tests", {"key": "TEST-9", "product": "PRD-1"}, format="json")
+    moved = curator.patch("/api/bugs/BUG-12", {"product": "PRD-2"}, format="json")
+
+    assert created.json()["error"]["fields"] == {"title": ["This field is required."]}
+    assert moved.status_code == 400
+    assert moved.json()["error"]["fields"] == {
+        "feature": ["FEAT-7 belongs to PRD-1, not PRD-2."],
+        "test": ["TEST-3 belongs to PRD-1, not PRD-2."],
+    }
+    assert Bug.objects.get(key="BUG-12").product.key == "PRD-1"
+
+
+def test_a_test_keeps_its_steps_as_a_list(story, curator):
+    response = curator.put(
+        "/api/tests/TEST-3",
+        {"key": "TEST-3", "product": "PRD-1", "title": "Renew with a saved card", "steps": ["Open", "Pay"]},
+        format="json",
+    )
+    bad = curator.patch("/api/tests/TEST-3", {"steps": ["Open", ""]}, format="json")
+
+    assert response.status_code == 200
+    assert QATest.objects.get(key="TEST-3").steps == ["Open", "Pay"]
+    assert response.json()["feature"] == "FEAT-7"  # a field PUT leaves out keeps its value
+    assert bad.json()["error"]["fields"] == {"steps.1": ["This field may not be blank."]}
+
+
+def test_an_unknown_record_is_404_and_a_product_in_use_is_409(story, curator):
+    missing = curator.get("/api/bugs/BUG-404")
+    in_use = curator.delete("/api/products/PRD-2")
+
+    assert missing.status_code == 404
+    assert missing.json() == {"error": {"code": "not_found", "message": "no bug with key 'BUG-404'."}}
+    assert in_use.status_code == 409
+    assert in_use.json()["error"] == {
+        "code": "conflict",
+        "message": "PRD-2 is still named by 2 bug(s), 1 feature(s), 1 test(s); delete or move them first.",
+    }
+    assert Product.objects.filter(key="PRD-2").exists()
+
+
+# -- import ---------------------------------------------------------------------------------
+
+NEW = [
+    {"kind": "product", "key": "PRD-3", "name": "Parkside"},
+    {"kind": "feature", "key": "FEAT-30", "product": "PRD-3", "name": "Parking permits"},
+    {"kind": "bug", "key": "BUG-40", "product": "PRD-3", "feature": "FEAT-30", "title": "Permit PDF is blank"},
+]
+
+
+def post_jsonl(client, text: str, content_type="application/x-ndjson", **params):
+    return client.post("/api/import" + (f"?{urlencode(params)}" if params else ""), text, content_type=content_type)
+
+
+def test_import_writes_the_records_and_reports_like_the_command(story, curator):
+    first = post_jsonl(curator, jsonl(*NEW))
+    again = post_jsonl(curator, jsonl(*NEW), content_type="application/jsonl")
+
+    assert first.status_code == 200, first.json()
+    assert first.json() == {
+        "written": True,
+        "created": {"product": 1, "feature": 1, "bug": 1},
+        "updated": {},
+        "unchanged": {},
+        "problems": [],
+        "summary": "created 3 (1 product, 1 feature, 1 bug), updated 0, unchanged 0",
+    }
+    assert again.json()["unchanged"] == {"product": 1, "feature": 1, "bug": 1}
+    assert Bug.objects.get(key="BUG-40").feature.key == "FEAT-30"
+    found = curator.get("/api/search", {"query": "permit", "mode": "keyword", "entities": "bug"}).json()
+    assert keys(found) == ["BUG-40"]
+
+
+def test_one_bad_line_writes_nothing_and_names_the_line(story, curator):
+    bad = {"kind": "bug", "key": "BUG-41", "product": "PRD-3", "title": "Blank", "severty": "high"}
+    text = jsonl(*NEW, bad) + "{not json\n"
+
+    response = post_jsonl(curator, text, content_type="text/plain")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_records"
+    assert [(p["line"], p["key"]) for p in error["problems"]] == [(4, "BUG-41"), (5, None)]
+    assert "unknown field 'severty' for a bug" in error["problems"][0]["message"]
+    assert error["message"].startswith("2 problem(s) found; nothing was imported: line 4: BUG-41: unknown field")
+    assert "skip_invalid=true" in error["message"]
+    assert not Product.objects.filter(key="PRD-3").exists()
+    assert not Feature.objects.filter(key="FEAT-30").exists()
+
+
+def test_dry_run_writes_nothing_and_skip_invalid_writes_the_rest(story, curator):
+    dangling = {"kind": "bug", "key": "BUG-42", "product": "PRD-404", "title": "Orphan"}
+
+    dry = post_jsonl(curator, jsonl(*NEW), dry_run="true")
+    skipped = post_jsonl(curator, jsonl(*NEW, dangling), skip_invalid="true")
+
+    assert dry.status_code == 200
+    assert dry.json()["written"] is False and dry.json()["created"] == {"product": 1, "feature": 1, "bug": 1}
+    assert skipped.status_code == 200
+    assert skipped.json()["written"] is True
+    assert [p["line"] for p in skipped.json()["problems"]] == [4]
+    assert "PRD-404 is neither in the file nor stored" in skipped.json()["problems"][0]["message"]
+    assert Bug.objects.filter(key="BUG-40").exists() and not Bug.objects.filter(key="BUG-42").exists()
+
+
+def test_import_refuses_readers_other_media_types_empty_bodies_and_unknown_options(story, reader, curator):
+    forbidden = post_jsonl(reader, jsonl(*NEW))
+    form = post_jsonl(curator, jsonl(*NEW), content_type="application/x-www-form-urlencoded")
+    empty = post_jsonl(curator, "\n")
+    typo = post_jsonl(curator, jsonl(*NEW), dryrun="true")
+    not_a_flag = post_jsonl(curator, jsonl(*NEW), dry_run="maybe")
+
+    assert forbidden.status_code == 403
+    assert "add and change permissions" in forbidden.json()["error"]["message"]
+    assert form.status_code == 415
+    assert "Content-Type application/x-ndjson" in form.json()["error"]["message"]
+    assert empty.status_code == 400 and "body is empty" in empty.json()["error"]["message"]
+    assert typo.status_code == 400 and typo.json()["error"]["message"].startswith("dryrun: unknown parameter")
+    assert not_a_flag.status_code == 400 and not_a_flag.json()["error"]["message"].startswith("dry_run: ")
+    assert not Product.objects.filter(key="PRD-3").exists()
+
+
+# -- everything else is JSON too ------------------------------------------------------------
+
+
+def test_unknown_urls_methods_and_bodies_answer_in_json(story, curator, anonymous):
+    nowhere = anonymous.get("/api/nowhere")
+    slash = curator.get("/api/bugs/")
+    post_search = curator.post("/api/search", {}, format="json")
+    broken = curator.post("/api/bugs", "{broken", content_type="application/json")
+
+    assert nowhere.status_code == slash.status_code == 404
+    assert nowhere.json()["error"] == {
+        "code": "not_found",
+        "message": "no endpoint at /api/nowhere; the endpoints are listed at /api/docs.",
+    }
+    assert post_search.status_code == 405
+    assert post_search.json()["error"] == {"code": "method_not_allowed", "message": 'Method "POST" not allowed.'}
+    assert broken.status_code == 400
+    assert broken.json()["error"]["message"].startswith("JSON parse error")
+
+
+# -- schema and docs ------------------------------------------------------------------------
+
+
+def test_the_schema_is_valid_openapi_generated_from_the_contract(anonymous):
+    from drf_spectacular.validation import validate_schema
+
+    from search.contract import SearchRequest
+
+    response = anonymous.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+
+    schema = response.json()
+    validate_schema(schema)
+    assert schema["openapi"] == "3.1.0"
+    search = schema["paths"]["/api/search"]["get"]
+    assert {p["name"] for p in search["parameters"]} == set(SearchRequest.model_fields)
+    entities = next(p for p in search["parameters"] if p["name"] == "entities")
+    assert (entities["style"], entities["explode"]) == ("form", False)
+    assert search["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/SearchResponse"
+    }
+    assert {"SearchResponse", "Hit", "GetResponse", "TimelineResponse", "Error", "Bug"} <= set(
+        schema["components"]["schemas"]
+    )
+    assert schema["components"]["securitySchemes"]["tokenAuth"]["in"] == "header"
+    assert {"/api/bugs/{key}", "/api/import", "/api/similar/{key}", "/api/timeline/{key}"} <= set(schema["paths"])
+
+
+def test_swagger_ui_is_served_from_local_files(anonymous):
+    response = anonymous.get("/api/docs")
+
+    page = response.content.decode()
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
+    assert "cdn" not in page.lower() and "https://" not in page
