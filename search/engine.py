@@ -110,7 +110,7 @@ def _frequencies(parsed: ParsedQuery) -> tuple[float, dict[str, float]]:
     """N and the document frequency of each term (the whole tsquery in raw mode)."""
     if parsed.raw is not None:
         return ranking.document_frequencies([parsed.raw] if parsed.raw else [])
-    return ranking.document_frequencies([t.tsquery for t in parsed.terms])
+    return ranking.document_frequencies([t.match for t in parsed.terms + parsed.units])
 
 
 def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.ArmResult | None:
@@ -120,7 +120,7 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.Ar
         if not parsed.raw:
             return None
         return ranking.keyword_arm(parsed.raw, [(parsed.raw, 1.0)], None, scope, depth, df[parsed.raw])
-    terms = parsed.terms
+    terms = parsed.units
     if not terms:
         return None
     weighted = [(t.tsquery, ranking.idf(n, df[t.tsquery])) for t in terms]
@@ -159,7 +159,7 @@ def _typo_fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, 
     no record to the closest word of the titles that contain something
     close to it (pg_trgm word similarity), and, failing that, offer the
     titles closest to the whole query. Returns (arm or None, corrected text or None)."""
-    unknown = [t.text for t in parsed.terms if df.get(t.tsquery, 0) == 0 and " " not in t.text]
+    unknown = [t.text for t in parsed.terms if df.get(t.match, 0) == 0 and " " not in t.text]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TYPO_SIMILARITY}")
         corrections = {}
@@ -196,7 +196,7 @@ def _expected_all(parsed: ParsedQuery, df: dict[str, float], n: float) -> float:
     (as PostgreSQL's own estimate does); decides the cheaper plan."""
     fraction = 1.0
     for group in parsed.groups:
-        fraction *= min(1.0, sum(df[t.tsquery] / n for t in group if t.tsquery) or 1.0)
+        fraction *= min(1.0, sum(df[t.match] / n for t in group if t.tsquery) or 1.0)
     return n * fraction
 
 
@@ -399,10 +399,10 @@ def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, di
     word only this record has cannot find anything else).
     """
     # A trailing space: no word here is being typed, so none is a prefix.
-    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").terms}
+    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").units}
     words = dict.fromkeys(re.findall(r"[A-Za-z][A-Za-z0-9_]{2,}", body or ""))
     body_terms = {
-        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").terms if t.tsquery not in title_terms
+        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
     }
     n, df = ranking.document_frequencies([*title_terms, *body_terms])
     shared = sorted((q for q in body_terms if df[q] >= 2), key=lambda q: df[q])

@@ -22,6 +22,10 @@ from .sql import TEXT_SEARCH_CONFIG
 CONFIG = TEXT_SEARCH_CONFIG
 _TOKEN = re.compile(r'-?"[^"]*"?|\S+')
 _PREFIXABLE = re.compile(r"^\w{2,}$")
+# What plainto_tsquery makes of one compound word (spotbugs-maven-plugin,
+# CVE-2019-20444): its lexemes joined by AND.
+_COMPOUND = re.compile(r"^'(?:[^']|'')*'(?: & '(?:[^']|'')*')+$")
+_LEXEME = re.compile(r"'(?:[^']|'')*'")
 
 
 class QuerySyntaxError(ValueError):
@@ -32,6 +36,16 @@ class QuerySyntaxError(ValueError):
 class Term:
     text: str  # as typed, for display and typo correction
     tsquery: str = ""  # as PostgreSQL normalized it; "" for a stop word
+    # An identifier's parts (org.bouncycastle: 'org' & 'bouncycastl'), which
+    # the index holds for every identifier (search_identifier_parts).
+    parts: str = ""
+
+    @property
+    def match(self) -> str:
+        """What a record must contain to match this term. An identifier
+        matches by its parts, so `org.bouncycastle` also finds
+        `org.bouncycastle.jce`; the whole identifier implies its parts."""
+        return self.parts or self.tsquery
 
 
 @dataclass
@@ -46,6 +60,22 @@ class ParsedQuery:
     def terms(self) -> list[Term]:
         return [term for group in self.groups for term in group if term.tsquery]
 
+    @property
+    def units(self) -> list[Term]:
+        """The terms that rank, each weighed by its own rarity: a compound
+        word counts as its lexemes (`spotbugs-maven-plugin` as
+        spotbugs-maven-plugin, spotbug, maven and plugin), so a record that
+        says "spotbugs maven plugin" still shares three of them. Matching
+        all of a query (`all_of`) still needs the whole compound."""
+        units: dict[str, Term] = {}
+        for term in self.terms:
+            if _COMPOUND.match(term.tsquery) or term.parts:
+                for lexeme in _LEXEME.findall(term.tsquery) + _LEXEME.findall(term.parts):
+                    units.setdefault(lexeme, Term(text=term.text, tsquery=lexeme))
+            else:
+                units.setdefault(term.tsquery, term)
+        return list(units.values())
+
     def all_of(self) -> str:
         """Every group must match (AND), none of the exclusions."""
         if self.raw is not None:
@@ -59,7 +89,7 @@ class ParsedQuery:
         """Any positive term may match (OR), none of the exclusions."""
         if self.raw is not None:
             return self.raw
-        positive = _any(self.terms)
+        positive = _any(self.units)
         if not positive:
             return ""
         excluded = [f"!({term.tsquery})" for term in self.excluded if term.tsquery]
@@ -67,7 +97,7 @@ class ParsedQuery:
 
 
 def _any(terms: list[Term]) -> str:
-    return " | ".join(f"({term.tsquery})" for term in terms if term.tsquery)
+    return " | ".join(f"({term.match})" for term in terms if term.tsquery)
 
 
 def parse(text: str, match_mode: str) -> ParsedQuery:
@@ -121,10 +151,13 @@ def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
         else:
             expressions.append(f"plainto_tsquery('{CONFIG}', %s)::text")
             params.append(term.text)
+        expressions.append(f"plainto_tsquery('{CONFIG}', search_identifier_parts(%s))::text")
+        params.append("" if " " in term.text else term.text)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(expressions)}", params)
-        for term, normalized in zip(terms, cursor.fetchone(), strict=True):
-            term.tsquery = normalized
+        row = cursor.fetchone()
+        for position, term in enumerate(terms):
+            term.tsquery, term.parts = row[2 * position], row[2 * position + 1]
 
 
 def _normalize_raw(text: str) -> str:

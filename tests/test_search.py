@@ -170,6 +170,22 @@ def test_typos_are_corrected_from_close_titles(corpus):
     assert nothing.corrected_query is None and nothing.total == 0
 
 
+def test_identifiers_and_compound_words_match_by_their_parts(db):
+    records = [
+        {"kind": "product", "key": "PRD-9", "name": "Hadoop"},
+        bug("BUG-91", "Shaded client relocates org.bouncycastle.jce classes", product="PRD-9"),
+        bug("BUG-92", "Build fails with the spotbugs maven plugin", product="PRD-9"),
+        bug("BUG-93", "Maven build is slow", product="PRD-9"),
+        bug("BUG-94", "Replace findbugs-maven-plugin with spotbugs-maven-plugin", product="PRD-9"),
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
+
+    # The identifier's parts are indexed, so its prefix finds the longer one.
+    assert keys(run("org.bouncycastle ", mode="keyword")) == ["BUG-91"]
+    # The whole compound first, then its parts written apart, then one part.
+    assert keys(run("spotbugs-maven-plugin ", mode="keyword")) == ["BUG-94", "BUG-92", "BUG-93"]
+
+
 def test_phrase_or_and_exclusion(corpus):
     assert set(keys(run('"saved card"', mode="keyword"))) == {"BUG-1", "TEST-1"}
     assert set(keys(run("vat or tiles", mode="keyword"))) == {"BUG-4", "BUG-3"}
