@@ -1,4 +1,21 @@
-from django.urls import path  # noqa: F401
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import views as auth_views
+from django.urls import path
+from django.views.generic import RedirectView
+
+from . import views
 
 app_name = "ui"
-urlpatterns = []
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="ui:search"), name="home"),
+    path("search/", views.search, name="search"),
+    path("records/<str:key>/", views.record, name="record"),
+    path("dashboard/", views.dashboard, name="dashboard"),
+    path(
+        "accounts/login/",
+        # The admin's form refuses users who are not staff, with a message that says so.
+        auth_views.LoginView.as_view(template_name="ui/login.html", authentication_form=AdminAuthenticationForm),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="ui:login"), name="logout"),
+]

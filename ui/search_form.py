@@ -1,0 +1,71 @@
+"""The search form's state, from the URL and the contract's response.
+
+The URL is the state: its parameters are the contract's own (the REST API's
+and the MCP tools' names), so a search is a link. The form shows the facets
+as checkboxes named like those parameters and carries every other contract
+parameter it has no control for (feature, dates, limit, ...) as hidden
+inputs, so a refined search keeps them. `cursor` is never carried: any
+change starts again at the first page.
+"""
+
+from dataclasses import dataclass, field
+
+from backlog.models import Product
+from search.contract import SearchRequest
+
+# facet name in the response -> parameter name in the request, and its label
+FACETS = {
+    "kind": ("entities", "Kind"),
+    "product": ("products", "Product"),
+    "status": ("status", "Status"),
+    "severity": ("severity", "Severity"),
+}
+FACET_OPTIONS_MAX = 12
+CONTROLLED = {"query", "sort", "mode", "cursor", *(param for param, _ in FACETS.values())}
+
+
+@dataclass
+class Option:
+    value: str
+    label: str
+    count: int | None
+    checked: bool
+
+
+@dataclass
+class FacetGroup:
+    param: str
+    label: str
+    options: list[Option] = field(default_factory=list)
+
+
+def selected(params, name: str) -> list[str]:
+    """A list parameter's values, given repeated or comma-separated (as the service reads them)."""
+    return [part.strip() for value in params.getlist(name) for part in value.split(",") if part.strip()]
+
+
+def facet_groups(params, facets: dict | None) -> list[FacetGroup]:
+    """Each facet's values with their counts; chosen values stay listed even when nothing matches them."""
+    names = dict(Product.objects.values_list("key", "name"))
+    groups = []
+    for facet, (param, label) in FACETS.items():
+        chosen = selected(params, param)
+        counts = {item["value"]: item["count"] for item in (facets or {}).get(facet, [])[:FACET_OPTIONS_MAX]}
+        values = list(counts) + [value for value in chosen if value not in counts]
+        group = FacetGroup(param, label)
+        for value in values:
+            text = f"{names[value]} ({value})" if facet == "product" and value in names else value
+            group.options.append(Option(value, text, counts.get(value, 0 if facets else None), value in chosen))
+        if group.options:
+            groups.append(group)
+    return groups
+
+
+def carried(params) -> list[tuple[str, str]]:
+    """Contract parameters the form has no control for, as (name, value) pairs for hidden inputs."""
+    return [
+        (name, value)
+        for name, values in params.lists()
+        if name in SearchRequest.model_fields and name not in CONTROLLED
+        for value in values
+    ]

@@ -1,0 +1,59 @@
+"""Filters that turn the contract's JSON into escaped HTML."""
+
+import json
+import math
+
+from django import template
+from django.utils.dateparse import parse_datetime
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+
+@register.filter
+def highlight(snippet: dict | None) -> str:
+    """The snippet's text with its highlight offsets wrapped in <mark>.
+
+    The text is sliced at the offsets and every slice escaped on its own, so
+    record text can never become markup, whatever it contains.
+    """
+    if not snippet:
+        return ""
+    text, parts, position = snippet["text"], [], 0
+    for span in sorted(snippet["highlights"], key=lambda h: h["start"]):
+        start, end = max(span["start"], position), min(span["end"], len(text))
+        if start >= end:
+            continue
+        parts.append(conditional_escape(text[position:start]))
+        parts.append(f"<mark>{conditional_escape(text[start:end])}</mark>")
+        position = end
+    parts.append(conditional_escape(text[position:]))
+    return mark_safe("".join(parts))
+
+
+@register.filter
+def when(value: str | None):
+    """The contract's ISO 8601 text as a datetime, for the |date filter."""
+    return parse_datetime(value) if value else None
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.filter
+def humanize_field(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+@register.filter
+def percent(value: float) -> str:
+    """0-1 as a percentage that never rounds an incomplete figure up to 100%."""
+    return f"{math.floor(value * 1000) / 10:.1f}%" if value < 1 else "100%"
+
+
+@register.filter
+def is_list(value) -> bool:
+    return isinstance(value, list)

@@ -1,0 +1,96 @@
+"""The staff UI: thin views over search.service, the same call REST and MCP make.
+
+Every page is rendered on the server, so it works without JavaScript. The
+search page also answers its own URL with just the part that changes when
+asked with the `X-UI-Fragment` header; ui/static/ui/search.js swaps that
+in as the user types. Record text is escaped once, by the templates, for
+both paths.
+"""
+
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+
+from search import service
+from search.contract import NotFound, SearchError
+from search.engine import index_health
+
+from . import dashboard as figures
+from .decorators import staff_required
+from .search_form import carried, facet_groups
+
+FRAGMENTS = {"results": "ui/_results.html", "spotlight": "ui/_spotlight.html"}
+SIMILAR_LIMIT = 10
+TIMELINE_SIDE = 5
+
+
+@staff_required
+def search(request):
+    response, error, status = None, None, 200
+    if request.GET.get("query", "").strip():
+        params = request.GET.copy()
+        params.setdefault("detail", "full")  # the page shows snippets; concise hits are for agents
+        try:
+            response = service.call("search", params, request.user)
+        except SearchError as exc:
+            error, status = str(exc), exc.status
+    context = {
+        "query": request.GET.get("query", ""),
+        "sort": request.GET.get("sort", "relevant"),
+        "mode": request.GET.get("mode", "hybrid"),
+        "response": response,
+        "error": error,
+        "facet_groups": facet_groups(request.GET, response and response["facets"]),
+        "carried": carried(request.GET),
+    }
+    template = FRAGMENTS.get(request.headers.get("X-UI-Fragment"), "ui/search.html")
+    page = render(request, template, context, status=status)
+    patch_vary_headers(page, ["X-UI-Fragment"])
+    return page
+
+
+@staff_required
+def record(request, key):
+    try:
+        found = service.call("get", {"keys": [key]}, request.user)
+        if not found["records"]:
+            raise NotFound(f"No record has the key {key!r}; search for it, or check the key (like BUG-12).")
+        record = found["records"][0]
+        if record["key"] != key:  # keys match case-insensitively; show one address per record
+            return redirect("ui:record", record["key"])
+        similar = None
+        if record["kind"] != "product":
+            params = {"key": key, "entities": [record["kind"]], "limit": SIMILAR_LIMIT}
+            similar = service.call("similar", params, request.user)
+        timeline = None
+        if record["kind"] in ("bug", "test"):
+            params = {"key": key, "before": TIMELINE_SIDE, "after": TIMELINE_SIDE}
+            timeline = service.call("timeline", params, request.user)
+    except SearchError as exc:
+        return render(request, "ui/error.html", {"error": str(exc), "key": key}, status=exc.status)
+    context = {"record": record, "similar": similar, "timeline": timeline, **split_related(record["related"])}
+    return render(request, "ui/record.html", context)
+
+
+ONE_RECORD = ("product", "feature", "test")  # relations that name one record: shown among the details
+
+
+def split_related(related: dict) -> dict:
+    """A record's relations as links (its product, feature, test) and lists (its tests, bugs, ...)."""
+    links = {name: rel["items"][0] for name, rel in related.items() if name in ONE_RECORD and rel["items"]}
+    lists = {name: rel for name, rel in related.items() if name not in ONE_RECORD}
+    if "bugs" in lists:
+        lists.pop("open_bugs", None)  # the bug list shows each status already
+    return {"links": links, "lists": lists}
+
+
+@staff_required
+def dashboard(request):
+    products, totals = figures.counts_per_product()
+    context = {
+        "products": products,
+        "totals": totals,
+        "health": index_health(),
+        "recent_bugs": figures.recent_bugs(),
+        "chart": figures.severity_chart(),
+    }
+    return render(request, "ui/dashboard.html", context)
