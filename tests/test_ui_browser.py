@@ -1,0 +1,412 @@
+"""The staff UI in a real browser: Debian's Chromium, headless, driven by
+Playwright against pytest-django's live server (which serves the static
+files too).
+
+Alice (staff) logs in, types, filters, pages, opens records and moves by
+keyboard; Bob (not staff) and a visitor are refused; Mallory's bug, whose
+title is an <img onerror> tag, stays text. Screenshots go to
+artifacts/screenshots/ (docs/screenshots/search.png is a copy of search.png).
+
+Playwright's sync API keeps an event loop running in this thread, which
+makes Django refuse database calls here (SynchronousOnlyOperation), so the
+browser fixture sets DJANGO_ALLOW_ASYNC_UNSAFE while it runs: the test's
+own database calls are ordinary synchronous ones.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.http import QueryDict
+from django.test import Client
+from playwright.sync_api import expect, sync_playwright
+
+from search import service
+
+from .test_ui import XSS_TITLE, load_corpus
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SCREENSHOTS = Path(settings.BASE_DIR) / "artifacts" / "screenshots"
+AXE_VERSION = "4.14.1"
+AXE_DIR = Path(settings.BASE_DIR) / ".local" / f"axe-core-{AXE_VERSION}"
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's Chromium.")
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def new_page(browser, live_server, **options):
+    """A fresh browser context; alert() dialogs and requests to other hosts are recorded."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900}, **options)
+    page = context.new_page()
+    page.dialogs, page.foreign_requests = [], []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    own = urlsplit(live_server.url).netloc
+    page.on("request", lambda r: urlsplit(r.url).netloc in ("", own) or page.foreign_requests.append(r.url))
+    return page
+
+
+@pytest.fixture
+def page(browser, live_server):
+    page = new_page(browser, live_server)
+    yield page
+    page.context.close()
+    assert page.dialogs == [], "a dialog opened: record text ran as script"
+    assert page.foreign_requests == [], "the UI loaded something from another host"
+
+
+@pytest.fixture
+def corpus(transactional_db):
+    load_corpus()
+
+
+@pytest.fixture
+def alice(transactional_db):
+    return User.objects.create_user("alice", password=PASSWORD, is_staff=True)
+
+
+@pytest.fixture
+def bob(transactional_db):
+    return User.objects.create_user("bob", password=PASSWORD)
+
+
+def log_in(page, user, live_server):
+    """Give the browser a session, as the login form would (that form has its own test)."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+
+
+@pytest.fixture
+def as_alice(page, alice, corpus, live_server):
+    log_in(page, alice, live_server)
+    return page
+
+
+def shown_keys(page) -> list[str]:
+    return page.locator(".result").evaluate_all("items => items.map(item => item.dataset.key)")
+
+
+def contract(page, **extra) -> dict:
+    """What service.call answers for the page's own URL: what REST and MCP answer for it."""
+    params = QueryDict(urlsplit(page.url).query, mutable=True)
+    params.setdefault("detail", "full")
+    for name, value in extra.items():
+        params[name] = value
+    return service.call("search", params)
+
+
+def screenshot(page, name: str, full_page: bool = True):
+    page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=full_page)
+
+
+# -- search ---------------------------------------------------------------------------------------
+
+
+def test_alice_logs_in_types_and_sees_ranked_results(page, alice, corpus):
+    page.goto("/search/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/search/$"))
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(re.compile(r"/search/$"))
+
+    page.get_by_label("Search QA knowledge").press_sequentially("season pass renewal", delay=15)
+
+    # No Enter: the results arrive as she types, and the URL follows, ready to share.
+    expect(page).to_have_url(re.compile(r"/search/\?query=season\+pass\+renewal$"))
+    expected = [hit["key"] for hit in contract(page)["results"]]
+    expect(page.locator(".result")).to_have_count(len(expected))
+    assert shown_keys(page) == expected
+    assert expected[0] == "FEAT-7"  # the exact title first
+    expect(page.locator(".result mark").first).to_be_visible()
+    expect(page.get_by_role("status")).to_have_text(re.compile(r"^\d+ results?$"))
+    screenshot(page, "search", full_page=False)
+
+
+def test_a_facet_filters_and_the_cursor_pages(as_alice):
+    page = as_alice
+    page.goto("/search/?limit=5")  # limit has no control; the form carries it
+    page.get_by_label("Search QA knowledge").fill("renewal")
+    expect(page).to_have_url(re.compile(r"query=renewal&limit=5$"))
+
+    page.get_by_role("checkbox", name=re.compile(r"^low \d+$")).check()
+
+    expect(page).to_have_url(re.compile(r"query=renewal&limit=5&severity=low$"))
+    response = contract(page)
+    total = response["total"]
+    assert 5 < total <= 10 and response["next_cursor"]
+    expect(page.locator(".result")).to_have_count(5)
+    assert shown_keys(page) == [hit["key"] for hit in response["results"]]
+    expect(page.locator(".result .severity-low")).to_have_count(5)
+    expect(page.get_by_role("checkbox", name=f"low {total}")).to_be_checked()
+    expect(page.get_by_role("checkbox", name=f"bug {total}")).not_to_be_checked()  # other facets count what is shown
+    screenshot(page, "facet")
+
+    page.get_by_role("link", name="Next page").click()
+
+    expect(page).to_have_url(re.compile(r"&cursor="))
+    expect(page.locator(".result")).to_have_count(total - 5)
+    assert shown_keys(page) == [hit["key"] for hit in contract(page)["results"]]
+    assert page.locator(".result-list").get_attribute("start") == "6"
+    page.get_by_role("link", name="First page").click()
+    expect(page.locator(".result")).to_have_count(5)
+
+
+def test_without_javascript_the_server_renders_the_results(browser, live_server, alice, corpus):
+    page = new_page(browser, live_server, java_script_enabled=False)
+    log_in(page, alice, live_server)
+    page.goto("/search/")
+    page.get_by_label("Search QA knowledge").fill("renewal")
+    page.get_by_role("button", name="Search", exact=True).click()
+
+    expect(page).to_have_url(re.compile(r"query=renewal&sort=relevant&mode=hybrid$"))
+    assert shown_keys(page) == [hit["key"] for hit in contract(page)["results"]]
+
+    page.get_by_role("checkbox", name=re.compile(r"^test \d+$")).check()
+    page.get_by_role("button", name="Apply filters").click()
+
+    expect(page).to_have_url(re.compile(r"entities=test"))
+    assert shown_keys(page) == ["TEST-3"]
+    screenshot(page, "no-javascript")
+    page.context.close()
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def test_alice_opens_a_bug_and_sees_its_likely_duplicates(as_alice):
+    page = as_alice
+    page.goto("/search/?query=renewal+button+android")
+    page.get_by_role("link", name="Renewal button does nothing on Android 14").click()
+
+    expect(page).to_have_url(re.compile(r"/records/BUG-12/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("BUG-12 Renewal button does nothing on Android 14")
+    expect(page.locator("#similar li").first).to_contain_text("BUG-20 Renewal button unresponsive on Android 14")
+    expect(page.locator(".raw-data")).to_contain_text('"reporter": "dana"')
+    expect(page.locator(".details")).to_contain_text("TEST-3 Renew an expired pass with a saved card")
+    screenshot(page, "record-bug")
+
+    page.locator(".details").get_by_role("link", name="FEAT-7 Season pass renewal").click()
+
+    expect(page.get_by_role("heading", name="Tests 1")).to_be_visible()
+    expect(page.get_by_role("heading", name="Bugs 14")).to_be_visible()
+    expect(page.locator("#related-bugs + ul li")).to_have_count(14)
+    screenshot(page, "record-feature")
+
+
+def test_a_title_made_of_html_stays_text(as_alice):
+    page = as_alice
+    page.goto("/search/")
+    page.get_by_label("Search QA knowledge").fill("export footer")
+
+    title = page.locator('.result[data-key="BUG-66"] .result-title')
+    expect(title).to_have_text(XSS_TITLE)
+    title.click()
+    expect(page.locator("#record-title")).to_have_text(XSS_TITLE)
+    expect(page.locator(".raw-data")).to_contain_text("</pre><script>alert(3)</script>")
+    expect(page.locator("main")).to_contain_text("<script>alert(2)</script> appears in the PDF export footer")
+    assert page.locator("img, main script").count() == 0
+    page.wait_for_timeout(300)  # an onerror handler would have run by now; the fixture checks for dialogs
+
+
+# -- keyboard -------------------------------------------------------------------------------------
+
+
+def test_keyboard_ctrl_k_arrows_and_enter(as_alice):
+    page = as_alice
+    page.goto("/search/?query=receipt")
+    page.get_by_role("link", name="Dashboard").focus()
+
+    page.keyboard.press("Control+k")
+    expect(page.locator("#query")).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    expect(page.locator(".result-link").nth(0)).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    second = page.locator(".result-link").nth(1)
+    expect(second).to_be_focused()
+    key = page.locator(".result").nth(1).get_attribute("data-key")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"/records/{key}/$"))
+
+    # Elsewhere, Ctrl-K opens the spotlight.
+    page.keyboard.press("Control+k")
+    expect(page.get_by_role("dialog", name="Quick search")).to_be_visible()
+    expect(page.locator("#spotlight-query")).to_be_focused()
+    page.keyboard.type("pdf export")
+    expect(page.locator("#spotlight-results li").first).to_contain_text("FEAT-9 PDF export")
+    screenshot(page, "spotlight", full_page=False)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/records/FEAT-9/$"))
+
+
+# -- who may see it -------------------------------------------------------------------------------
+
+
+def test_bob_and_visitors_are_refused(page, bob, live_server):
+    page.goto("/dashboard/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/dashboard/$"))
+
+    page.get_by_label("Username").fill("bob")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_contain_text("for a staff account")
+
+    log_in(page, bob, live_server)  # logged in some other way: still refused
+    page.goto("/search/?query=renewal")
+    expect(page).to_have_url(re.compile(r"/accounts/login/\?next="))
+    expect(page.get_by_role("status")).to_contain_text("You are logged in as bob, who is not a staff member")
+    assert page.locator(".result").count() == 0
+    screenshot(page, "refused")
+
+
+# -- accessibility --------------------------------------------------------------------------------
+
+PAGES = ["/search/?query=renewal", "/records/BUG-12/", "/records/FEAT-7/", "/dashboard/"]
+
+FOCUSED_CHECKS = """() => {
+  const problems = [];
+  if (document.documentElement.lang !== "en") problems.push("html has no lang");
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea, progress")) {
+    const named = el.labels.length || el.getAttribute("aria-label") || el.getAttribute("aria-labelledby");
+    if (!named) problems.push("no label: " + el.outerHTML.slice(0, 80));
+  }
+  for (const img of document.querySelectorAll("img:not([alt])")) problems.push("no alt: " + img.src);
+  for (const svg of document.querySelectorAll("svg")) {
+    if (svg.getAttribute("role") !== "img" || !svg.querySelector("title")) problems.push("svg without role/title");
+  }
+  const headings = [...document.querySelectorAll("h1, h2, h3, h4")].map(h => +h.tagName[1]);
+  if (headings.filter(level => level === 1).length !== 1) problems.push("not exactly one h1");
+  headings.forEach((level, i) => { if (i && level > headings[i - 1] + 1) problems.push("heading skips a level"); });
+  const ids = [...document.querySelectorAll("[id]")].map(el => el.id);
+  if (new Set(ids).size !== ids.length) problems.push("duplicate ids");
+  return problems;
+}"""
+
+# Relative luminance contrast (WCAG 2) of an element's text colour on the first opaque background behind it.
+CONTRAST = """(selector) => {
+  const rgb = s => s.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => {
+    const c = [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  };
+  const el = document.querySelector(selector);
+  let bg = el, color = getComputedStyle(el).backgroundColor;
+  while (bg && (color === "rgba(0, 0, 0, 0)" || color === "transparent")) {
+    bg = bg.parentElement;
+    color = bg ? getComputedStyle(bg).backgroundColor : "rgb(255, 255, 255)";
+  }
+  const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(rgb(color))].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+TEXT_SAMPLES = {
+    "/search/?query=renewal": [
+        "body",
+        ".result-title",
+        ".result-meta",
+        "mark",
+        ".count",
+        ".hint",
+        ".badge.severity-medium",
+        ".site-nav a",
+        "button[type=submit]",
+        ".snippet-field",
+        ".range",
+    ],
+    "/records/BUG-12/": [".details dt", ".ref-list time", ".raw-data", ".badge.severity-high", ".key"],
+    "/records/FEAT-7/": [".badge.status-open", ".badge.severity-low"],
+    "/dashboard/": [".big-figure span", ".counts td", ".badge.severity-critical"],
+}
+
+
+def test_focused_accessibility_checks(as_alice):
+    page = as_alice
+    for path in PAGES:
+        page.goto(path)
+        assert page.evaluate(FOCUSED_CHECKS) == [], path
+        for selector in TEXT_SAMPLES.get(path, []):
+            assert page.evaluate(CONTRAST, selector) >= 4.5, (path, selector)
+    page.goto("/dashboard/")
+    fill = page.locator(".chart .tick").first.evaluate("el => getComputedStyle(el).fill")
+    muted = page.locator(".big-figure span").evaluate("el => getComputedStyle(el).color")
+    assert fill == muted  # the axis labels use the muted text colour checked above
+    screenshot(page, "dashboard")
+
+    # Focus order: skip link, the header, the search box, then the filters, then the results.
+    page.goto("/search/?query=renewal")
+    order = []
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("() => document.activeElement.id || document.activeElement.className"))
+    assert order[0] == "skip-link"
+    assert order.index("query") < order.index("facet-entities-bug") < order.index("result-link")
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    """axe-core, fetched once with npm into .local/ (a test tool; nothing is committed)."""
+    script = AXE_DIR / "axe.min.js"
+    if not script.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed; axe-core cannot be fetched")
+        AXE_DIR.mkdir(parents=True, exist_ok=True)
+        packed = subprocess.run(
+            ["npm", "pack", f"axe-core@{AXE_VERSION}", "--silent", "--pack-destination", str(AXE_DIR)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if packed.returncode != 0:
+            pytest.skip(f"npm pack axe-core failed: {packed.stderr.strip()[:200]}")
+        with tarfile.open(AXE_DIR / packed.stdout.strip().splitlines()[-1]) as archive:
+            script.write_bytes(archive.extractfile("package/axe.min.js").read())
+    return script.read_text()
+
+
+def test_axe_finds_no_wcag_aa_violations(as_alice, axe_source):
+    page = as_alice
+    for path in ["/accounts/login/", *PAGES]:
+        page.goto(path)
+        page.add_script_tag(content=axe_source)
+        violations = page.evaluate(
+            "async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}))"
+            ".violations.map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).slice(0, 3).join(', '))"
+        )
+        assert violations == [], path
+    page.goto("/records/BUG-12/")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("renewal")
+    expect(page.locator("#spotlight-results li").first).to_be_visible()
+    page.add_script_tag(content=axe_source)
+    assert page.evaluate("async () => (await axe.run('#spotlight')).violations.map(v => v.id)") == []
