@@ -57,7 +57,8 @@ def exception_handler(exc, context):
             " ".join(messages) if name == "non_field_errors" else f"{name}: {' '.join(messages)}"
             for name, messages in fields.items()
         )
-        response.data = error_body("invalid_request", message, fields=fields)
+        extra = {} if list(fields) == ["non_field_errors"] else {"fields": fields}
+        response.data = error_body("invalid_request", message, **extra)
     else:
         code = getattr(detail, "code", None) or getattr(exc, "default_code", "error")
         response.data = error_body(CODES.get(code, code), str(detail))

@@ -7,10 +7,11 @@ components by `add_contract_components` (a drf-spectacular postprocessing
 hook). Nothing is copied by hand, so the documentation cannot drift from
 what `search.service.call` validates and returns. The schema is OpenAPI 3.1,
 whose schema objects are JSON Schema: pydantic's output fits as it is.
+`add_error_responses` documents the errors every endpoint can give, all of
+them in the one shape of `Error` (api/errors.py).
 """
 
 import inspect
-from typing import Literal
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, Field
@@ -21,10 +22,20 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse)
 
 
+class ImportProblem(BaseModel):
+    line: int | None = Field(description="line number in the body; null: the whole import")
+    key: str | None = Field(description="the record's key, when it could be read")
+    message: str
+
+
 class ErrorDetail(BaseModel):
-    code: str = Field(description="invalid_request, not_found, not_authenticated, permission_denied, ...")
+    code: str = Field(
+        description="invalid_request, invalid_records, not_found, not_authenticated, authentication_failed, "
+        "permission_denied, method_not_allowed, unsupported_media_type, conflict, server_error"
+    )
     message: str = Field(description="what was wrong and what to send instead; the MCP tools show the same text")
-    fields: dict[str, list[str]] | None = Field(None, description="record validation: messages per field")
+    fields: dict[str, list[str]] | None = Field(None, description="record validation: the messages of each field")
+    problems: list[ImportProblem] | None = Field(None, description="import: every problem, with its line number")
 
 
 class Error(BaseModel):
@@ -74,26 +85,13 @@ def _without_null(prop: dict) -> dict:
     return prop
 
 
-ERRORS = {
-    400: OpenApiResponse(ref(Error), description="a parameter is invalid; the message names it"),
-    401: OpenApiResponse(ref(Error), description="no or an invalid token or session"),
-    404: OpenApiResponse(ref(Error), description="no record with that key"),
-}
-
-
-def operation(
-    request: type[BaseModel],
-    response: type[BaseModel],
-    summary: str,
-    path: tuple[str, ...] = (),
-    errors: tuple[Literal[400, 401, 404], ...] = (400, 401),
-):
+def operation(request: type[BaseModel], response: type[BaseModel], summary: str, path: tuple[str, ...] = ()):
     """extend_schema for a GET that passes `request`'s fields to search.service and returns `response`."""
     return extend_schema(
         summary=summary,
         description=inspect.cleandoc(request.__doc__ or ""),
         parameters=parameters(request, path),
-        responses={200: OpenApiResponse(ref(response)), **{status: ERRORS[status] for status in errors}},
+        responses={200: OpenApiResponse(ref(response))},
         tags=["search"],
     )
 
@@ -106,4 +104,26 @@ def add_contract_components(result, generator, request, public):
         for name, definition in {**schema.pop("$defs", {}), model.__name__: schema}.items():
             if schemas.setdefault(name, definition) != definition:
                 raise ValueError(f"two schema components are called {name}; rename one")
+    return result
+
+
+def add_error_responses(result, generator, request, public):
+    """Document the errors every endpoint can give, all in the shape of `Error`."""
+    for path, operations in result.get("paths", {}).items():
+        for method, spec in operations.items():
+            errors = {}
+            if any(p["in"] == "query" for p in spec.get("parameters", ())) or method in ("post", "put", "patch"):
+                errors["400"] = "invalid parameters or body; the message names each one"
+            if spec.get("security"):
+                errors["401"] = "no token or session, or an invalid token"
+                if method != "get":
+                    errors["403"] = "the user lacks the permission this write needs"
+            if "{key}" in path:
+                errors["404"] = "no record with that key"
+            if method == "delete":
+                errors["409"] = "other records still name this one"
+            for status, description in errors.items():
+                spec["responses"].setdefault(
+                    status, {"description": description, "content": {"application/json": {"schema": ref(Error)}}}
+                )
     return result

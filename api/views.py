@@ -56,11 +56,7 @@ class SearchView(OperationView):
     operation = "search"
 
 
-@extend_schema_view(
-    get=schema.operation(
-        SimilarRequest, SearchResponse, "Records like one record", path=("key",), errors=(400, 401, 404)
-    )
-)
+@extend_schema_view(get=schema.operation(SimilarRequest, SearchResponse, "Records like one record", path=("key",)))
 class SimilarView(OperationView):
     operation = "similar"
 
@@ -71,9 +67,7 @@ class RecordsView(OperationView):
 
 
 @extend_schema_view(
-    get=schema.operation(
-        TimelineRequest, TimelineResponse, "What happened around a record", path=("key",), errors=(400, 401, 404)
-    )
+    get=schema.operation(TimelineRequest, TimelineResponse, "What happened around a record", path=("key",))
 )
 class TimelineView(OperationView):
     operation = "timeline"

@@ -227,5 +227,6 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_contract_components",
+        "api.schema.add_error_responses",
     ],
 }

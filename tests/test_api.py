@@ -329,22 +329,23 @@ def test_without_credentials_every_endpoint_is_401(story, anonymous, method, url
     }
 
 
-def test_a_token_revoked_in_the_admin_stops_working(story, bob, django_user_model):
-    token = Token.objects.create(user=bob)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    assert client.get("/api/bugs/BUG-12").status_code == 200
-
+def test_a_token_issued_in_the_admin_works_until_it_is_revoked_there(story, bob, django_user_model):
     admin = APIClient()
     admin.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "a-long-passphrase"))
+
+    issued = admin.post(reverse("admin:authtoken_tokenproxy_add"), {"user": bob.pk})
+    program = APIClient()
+    program.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=bob).key}")
+    before = program.get("/api/bugs/BUG-12")
     changelist = admin.get(reverse("admin:authtoken_tokenproxy_changelist"))
     revoked = admin.post(reverse("admin:authtoken_tokenproxy_delete", args=[bob.pk]), {"post": "yes"})
+    after = program.get("/api/bugs/BUG-12")
 
+    assert issued.status_code == 302 and before.status_code == 200
     assert changelist.status_code == 200 and "bob" in changelist.content.decode()
     assert revoked.status_code == 302 and not Token.objects.filter(user=bob).exists()
-    response = client.get("/api/bugs/BUG-12")
-    assert response.status_code == 401
-    assert response.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
+    assert after.status_code == 401
+    assert after.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
 
 
 def test_a_session_works_too_and_its_writes_need_the_csrf_token(story, alice):
@@ -636,7 +637,13 @@ def test_import_refuses_readers_other_media_types_empty_bodies_and_unknown_optio
     assert "add and change permissions" in forbidden.json()["error"]["message"]
     assert form.status_code == 415
     assert "Content-Type application/x-ndjson" in form.json()["error"]["message"]
-    assert empty.status_code == 400 and "body is empty" in empty.json()["error"]["message"]
+    assert empty.status_code == 400
+    assert empty.json() == {
+        "error": {
+            "code": "invalid_request",
+            "message": "The body is empty: send one JSON record a line (FORMAT.md).",
+        }
+    }
     assert typo.status_code == 400 and typo.json()["error"]["message"].startswith("dryrun: unknown parameter")
     assert not_a_flag.status_code == 400 and not_a_flag.json()["error"]["message"].startswith("dry_run: ")
     assert not Product.objects.filter(key="PRD-3").exists()
@@ -660,6 +667,21 @@ def test_unknown_urls_methods_and_bodies_answer_in_json(story, curator, anonymou
     assert post_search.json()["error"] == {"code": "method_not_allowed", "message": 'Method "POST" not allowed.'}
     assert broken.status_code == 400
     assert broken.json()["error"]["message"].startswith("JSON parse error")
+
+
+def test_an_unexpected_failure_is_a_short_json_500(story, reader, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError('relation "search_document" does not exist: SELECT secret FROM ...')
+
+    monkeypatch.setattr(service, "call", broken)
+
+    response = reader.get("/api/search", {"query": "renew"})
+
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"code": "server_error", "message": "The server failed to answer this request; the error is logged."}
+    }
+    assert "SELECT secret" in caplog.text  # in the log, not in the answer
 
 
 # -- schema and docs ------------------------------------------------------------------------
