@@ -96,7 +96,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
         mime_type="application/json",
     )
     def record(kind: str, key: str, ctx: Context) -> str:
-        body, failed = _run("get", {"keys": [key]}, _acting_user(ctx, user))
+        body, failed = answer("get", {"keys": [key]}, _acting_user(ctx, user))
         if failed:
             raise ResourceError(body["error"]["message"])
         found = [r for r in body["records"] if r["kind"] == kind.lower()]
@@ -112,7 +112,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
 
 def _tool(name: str, description: str, parameters: dict, response, user) -> Tool:
     def run(ctx: Context, **arguments) -> CallToolResult:
-        body, failed = _run(name, arguments, _acting_user(ctx, user))
+        body, failed = answer(name, arguments, _acting_user(ctx, user))
         # An error's text is its message (what was wrong and what to send); a result's is its JSON.
         text = body["error"]["message"] if failed else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=failed)
@@ -130,7 +130,7 @@ def _tool(name: str, description: str, parameters: dict, response, user) -> Tool
     )
 
 
-def _run(operation: str, arguments: dict, user) -> tuple[dict, bool]:
+def answer(operation: str, arguments: dict, user) -> tuple[dict, bool]:
     """(service.call's dict, False), or (REST's error body, True). Runs in a worker thread."""
     close_old_connections()
     try:

@@ -33,10 +33,13 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from rest_framework.authtoken.models import Token
 
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
+from mcp_bridge import server
+from search import service
 from search.indexing import embed_pending
 
 from .conftest import TRAMLINE, jsonl
@@ -243,12 +246,18 @@ def over_stdio(alice_token):
         async with Client(params) as client:
             tools = await client.list_tools()
             resource = await client.read_resource("backlog://bug/BUG-12")
+            try:
+                await client.read_resource("backlog://test/BUG-12")
+                wrong_kind = None
+            except MCPError as error:
+                wrong_kind = str(error)
             templates = await client.list_resource_templates()
             return {
                 "tools": tools.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"],
                 "instructions": client.instructions,
                 "answers": await ask_all(client),
                 "resource": resource.contents[0],
+                "wrong_kind": wrong_kind,
                 "templates": [t.uri_template for t in templates.resource_templates],
             }
 
@@ -389,6 +398,20 @@ def test_a_record_is_a_resource(over_stdio, alice_token, client):
     assert over_stdio["templates"] == ["backlog://{kind}/{key}"]
     assert over_stdio["resource"].mime_type == "application/json"
     assert json.loads(over_stdio["resource"].text) == body["records"][0]
+    assert "no test with key 'BUG-12'; check the kind" in over_stdio["wrong_kind"]
+
+
+def test_an_unexpected_failure_is_reported_without_its_details(monkeypatch):
+    def broken(operation, params, user):
+        raise RuntimeError('relation "search_document" does not exist: SELECT ...')
+
+    monkeypatch.setattr(service, "call", broken)
+    monkeypatch.setattr(server, "close_old_connections", lambda: None)  # no database in this test
+
+    body, failed = server.answer("search", {"query": "renewal"}, None)
+
+    assert failed and body["error"]["code"] == "internal_error"
+    assert "SELECT" not in body["error"]["message"] and "Try again" in body["error"]["message"]
 
 
 # -- HTTP needs a token ----------------------------------------------------------------------

@@ -9,6 +9,7 @@ REST API token as its bearer token.
 import uvicorn
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from mcp_bridge.server import build_server
 
@@ -38,3 +39,5 @@ class Command(BaseCommand):
             return get_user_model().objects.get(username=username, is_active=True)
         except get_user_model().DoesNotExist:
             raise CommandError(f"--user {username}: no active user by that name; create one in the admin.") from None
+        finally:
+            connections.close_all()  # the tools run in worker threads, each with its own connection
