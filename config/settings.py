@@ -80,9 +80,9 @@ INSTALLED_APPS = [
     "ui",
 ]
 
-LOGIN_URL = "login"
+LOGIN_URL = "ui:login"
 LOGIN_REDIRECT_URL = "/search/"
-LOGOUT_REDIRECT_URL = "login"
+LOGOUT_REDIRECT_URL = "ui:login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

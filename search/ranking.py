@@ -181,20 +181,33 @@ def keyword_arm(
 
 def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: float) -> ArmResult:
     """More than EXACT_LIMIT matches. Candidates: the rarer terms' matches
-    (at most EXACT_LIMIT by construction), else the RECENT_CANDIDATES most
-    recently updated matches. Finding those costs min(matches, R * N /
-    matches) row visits: a bitmap over all matches when they are few, a walk
-    down the updated_at index when they are many."""
+    (at most EXACT_LIMIT by construction), topped up, when those are fewer
+    than `depth`, with the RECENT_CANDIDATES most recently updated matches.
+    Finding those costs min(matches, R * N / matches) row visits: a bitmap
+    over all matches when they are few, a walk down the updated_at index
+    when they are many."""
     n, _ = _corpus_stats()
     cap = setting("SEARCH_EXACT_LIMIT")
     recent = setting("SEARCH_RECENT_CANDIDATES")
+    ranked = []
     if candidate_query:
-        source, source_params, order, limit = "d.search_vector @@ %s::tsquery AND", [candidate_query], "", cap
-    else:
+        source = ("d.search_vector @@ %s::tsquery AND", [candidate_query], "")
+        ranked = _rank_candidates(match_query, weighted_terms, scope, source, cap, depth)
+    if len(ranked) < depth:
         walk = matches > (recent * n) ** 0.5
         # "+ interval '0'" hides the index order from the planner: use the bitmap.
         order = "ORDER BY d.updated_at DESC" if walk else "ORDER BY d.updated_at + interval '0' DESC"
-        source, source_params, limit = "", [], recent
+        more = _rank_candidates(match_query, weighted_terms, scope, ("", [], order), recent, depth)
+        seen = {pk for pk, _ in ranked}
+        ranked = sorted(ranked + [r for r in more if r[0] not in seen], key=lambda r: (-r[1], r[0]))[:depth]
+    total, facets, exact = count_matches(match_query, scope, matches)
+    return ArmResult(ranked, max(total, cap + 1), exact, facets, match_query)
+
+
+def _rank_candidates(match_query, weighted_terms, scope, source, limit, depth) -> list[tuple[int, float]]:
+    """Score at most `limit` matches picked by `source` (a WHERE prefix, its
+    parameters, an ORDER BY); the best `depth` of them."""
+    condition, source_params, order = source
     score, score_params = _score_sql(weighted_terms, "c")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -202,16 +215,14 @@ def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: 
             SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
                 SELECT c.id, {score} AS score FROM (
                     SELECT d.id, d.search_vector FROM search_document d
-                    WHERE {source} d.search_vector @@ %s::tsquery AND ({scope.where})
+                    WHERE {condition} d.search_vector @@ %s::tsquery AND ({scope.where})
                     {order} LIMIT %s
                 ) c ORDER BY score DESC, c.id LIMIT %s
             ) ranked
             """,
             [*score_params, *source_params, match_query, *scope.params, limit, depth],
         )
-        ranked = cursor.fetchone()[0]
-    total, facets, exact = count_matches(match_query, scope, matches)
-    return ArmResult(_pairs(ranked), max(total, cap + 1), exact, facets, match_query)
+        return _pairs(cursor.fetchone()[0])
 
 
 _FACETS_SQL = """

@@ -154,6 +154,17 @@ def test_and_relaxes_to_or_when_nothing_has_every_word(corpus):
     assert set(keys(response)) == {"PRD-2", "BUG-4", "BUG-5", "BUG-2", "BUG-7"}  # PRD-2: "Invoicing"
 
 
+def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(corpus, settings):
+    # With EXACT_LIMIT 1, "renewal" (six records) is broad; "qqxyz" matches
+    # nothing, so the rarer-terms candidates are empty and the recent
+    # matches must fill the page.
+    settings.SEARCH_EXACT_LIMIT = 1
+    response = run("renewal qqxyz", mode="keyword", entities=["bug"])
+
+    assert set(keys(response)) == {"BUG-1", "BUG-2", "BUG-3", "BUG-6"}
+    assert keys(response)[0] == "BUG-1"  # in the title
+
+
 def test_prefix_of_the_last_word(corpus):
     assert keys(run("checko", mode="keyword"))[:2] == ["BUG-7", "BUG-2"]
     assert keys(run("checko button", mode="keyword"))[0] == "BUG-7"

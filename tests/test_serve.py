@@ -19,6 +19,11 @@ def test_serve_migrates_loads_demo_data_creates_the_admin_and_prints_how_to_conn
 
     text = out.getvalue()
     assert "Admin:     http://127.0.0.1:8123/admin/   (user admin, password from ADMIN_PASSWORD)" in text
+    assert "Search:    http://127.0.0.1:8123/search/" in text
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.get(user__username="admin").key
+    assert f"Authorization: Bearer {token}" in text and "manage.py mcp --transport http" in text
     assert "The database already holds records; no demo data loaded." in text  # second run
     assert "0 of 120 records embedded" in text
     assert Bug.objects.count() > 0

@@ -36,12 +36,22 @@ class Command(BaseCommand):
             call_command("seed_demo", records=demo_records, if_empty=True, stdout=self.stdout)
         username, password_note = self.ensure_admin()
         base = f"http://{addrport if ':' in addrport else '127.0.0.1:' + addrport}"
+        token = self.ensure_token(username)
+        python, manage = sys.executable, Path(settings.BASE_DIR) / "manage.py"
         self.stdout.write(
             "\n"
+            f"  Search:    {base}/search/   (staff UI; dashboard at {base}/dashboard/)\n"
             f"  Admin:     {base}/admin/   (user {username}, {password_note})\n"
+            f"  REST API:  {base}/api/search?query=renewal   (Swagger UI at {base}/api/docs)\n"
+            f"  Token:     {token}   ({username}'s token for REST and MCP over HTTP; revoke it in the admin)\n"
             f"  Database:  {self.database_description()}\n"
             f"  Vectors:   {self.embedding_status(no_embed)}\n"
-            "  MCP:       the MCP server arrives with the REST/MCP issue; see README.md.\n"
+            "\n"
+            "  Connect an MCP client (details in docs/mcp.md):\n"
+            f"    stdio:   {python} {manage} mcp\n"
+            f"             e.g. claude mcp add qa-search -- {python} {manage} mcp\n"
+            f"    HTTP:    {python} {manage} mcp --transport http --port 8001\n"
+            f"             then http://127.0.0.1:8001/mcp with header Authorization: Bearer {token}\n"
         )
         if not no_serve:
             self.inner_run(addrport, embed=not no_embed)
@@ -87,6 +97,12 @@ class Command(BaseCommand):
         if password_file.exists():
             return username, f"password {password_file.read_text().strip()} (kept in .local/admin-password)"
         return username, "the password you set for it"
+
+    def ensure_token(self, username: str) -> str:
+        """The admin's API token (REST and MCP over HTTP); revoke it in the admin."""
+        from rest_framework.authtoken.models import Token
+
+        return Token.objects.get_or_create(user=get_user_model().objects.get(username=username))[0].key
 
     def database_description(self) -> str:
         if os.environ.get("DATABASE_URL"):
