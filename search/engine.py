@@ -152,30 +152,54 @@ def _rarer_terms(terms, df: dict[str, float]) -> str | None:
 
 TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
 CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
+STEM_PREFIX_MIN = 4  # shortest stem tried for a word being typed
 
 
 def _typo_fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]):
-    """When the words find (almost) nothing: correct each word that matches
-    no record to the closest word of the titles that contain something
-    close to it (pg_trgm word similarity), and, failing that, offer the
-    titles closest to the whole query. Returns (arm or None, corrected text or None)."""
-    unknown = [t.text for t in parsed.terms if df.get(t.match, 0) == 0 and " " not in t.text]
+    """When the words find (almost) nothing. A quoted phrase that matches no
+    record is offered as plain words. A word that matches no record is
+    corrected to the closest word of the titles that contain something
+    close to it (pg_trgm word similarity); failing that, the titles closest
+    to the whole query are offered. Records that every word finds are never
+    replaced. Returns (arm or None, corrected text or None)."""
+    terms = [t for group in parsed.groups for t in group if t.tsquery]
+    if any(" " in t.text and df.get(t.match, 0) == 0 for t in terms):
+        return None, " ".join(parsed.text.replace('"', " ").split())
+    unknown = [t.text for t in terms if df.get(t.match, 0) == 0 and " " not in t.text]
+    if not unknown:
+        return None, None
+    # A word being typed may run past its stem: "renewa" is on the way to
+    # "renewal", indexed as 'renew'. Its own prefixes, one or two letters
+    # shorter, are tried as whole words before any fuzzy match.
+    typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
+    stems = {w: [w[:k].lower() for k in (len(w) - 1, len(w) - 2) if k >= STEM_PREFIX_MIN] for w in typed}
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TYPO_SIMILARITY}")
         corrections = {}
-        if unknown:
+        for word, candidates in stems.items():
             cursor.execute(
-                f"""SELECT w, ARRAY(SELECT d.title FROM search_document d WHERE w <%% d.title AND ({scope.where})
-                                   ORDER BY word_similarity(w, d.title) DESC, d.id LIMIT 5)
-                    FROM unnest(%s::text[]) AS w""",
-                [*scope.params, unknown],
+                f"""SELECT c FROM unnest(%s::text[]) WITH ORDINALITY AS u(c, n)
+                    WHERE EXISTS (SELECT 1 FROM search_document d
+                                  WHERE d.search_vector @@ to_tsquery('simple', quote_literal(c)) AND ({scope.where}))
+                    ORDER BY n LIMIT 1""",
+                [candidates, *scope.params],
             )
-            for word, titles in cursor.fetchall():
-                vocabulary = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
-                ratio = lambda v, w=word: SequenceMatcher(None, w.lower(), v).ratio()  # noqa: E731
-                best = max(vocabulary, key=ratio, default=None)
-                if best and ratio(best) >= CORRECTION_RATIO:
-                    corrections[word] = best
+            if row := cursor.fetchone():
+                corrections[word] = row[0]
+        if corrections:
+            return None, " ".join(corrections.get(word.strip('"-'), word) for word in parsed.text.split())
+        cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TYPO_SIMILARITY}")
+        cursor.execute(
+            f"""SELECT w, ARRAY(SELECT d.title FROM search_document d WHERE w <%% d.title AND ({scope.where})
+                               ORDER BY word_similarity(w, d.title) DESC, d.id LIMIT 5)
+                FROM unnest(%s::text[]) AS w""",
+            [*scope.params, unknown],
+        )
+        for word, titles in cursor.fetchall():
+            vocabulary = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+            ratio = lambda v, w=word: SequenceMatcher(None, w.lower(), v).ratio()  # noqa: E731
+            best = max(vocabulary, key=ratio, default=None)
+            if best and ratio(best) >= CORRECTION_RATIO:
+                corrections[word] = best
         if corrections:
             words = [corrections.get(word.strip('"-'), word) for word in parsed.text.split()]
             return None, " ".join(words)

@@ -181,6 +181,22 @@ def test_typos_are_corrected_from_close_titles(corpus):
     assert nothing.corrected_query is None and nothing.total == 0
 
 
+def test_a_word_typed_past_its_stem_finds_the_stem(corpus):
+    # "renewa" is on the way to "renewal", which the index holds as 'renew'.
+    response = run("renewa", mode="keyword", entities=["bug"])
+
+    assert response.corrected_query == "renew"
+    assert keys(response)[0] == "BUG-1"
+    assert set(keys(response)) == {"BUG-1", "BUG-2", "BUG-3", "BUG-6"}
+
+
+def test_a_phrase_that_matches_nothing_is_offered_as_words(corpus):
+    response = run('"spinner checkout"', mode="keyword")
+
+    assert response.corrected_query == "spinner checkout"
+    assert keys(response)[0] == "BUG-2"  # "Spinner on checkout after login"
+
+
 def test_identifiers_and_compound_words_match_by_their_parts(db):
     records = [
         {"kind": "product", "key": "PRD-9", "name": "Hadoop"},
