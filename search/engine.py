@@ -127,7 +127,9 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.Ar
     all_of, any_of = parsed.all_of(), parsed.any_of()
     candidate_query = _rarer_terms(terms, df)
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
-        return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
+        one_term = len(terms) == 1 and scope.everything
+        expected = _expected_any(terms, df, n)
+        return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, expected, df_known=one_term)
     result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n))
     if result.total >= setting("SEARCH_RELAX_BELOW"):
         return result

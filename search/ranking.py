@@ -48,6 +48,11 @@ class Scope:
     where: str = "TRUE"
     params: list = field(default_factory=list)
 
+    @property
+    def everything(self) -> bool:
+        """No filter and no access rule: corpus-wide statistics apply."""
+        return self.where.replace("(", "").replace(")", "").strip() == "TRUE"
+
 
 @dataclass
 class ArmResult:
@@ -140,6 +145,7 @@ def keyword_arm(
     scope: Scope,
     depth: int,
     df_estimate: float,
+    df_known: bool = False,
 ) -> ArmResult:
     """Rank the records matching `match_query` within `scope`.
 
@@ -148,7 +154,9 @@ def keyword_arm(
     used to pick candidates if the match set is too broad to rank whole.
     """
     cap = setting("SEARCH_EXACT_LIMIT")
-    if df_estimate > 3 * cap:  # clearly broad: skip the exact attempt
+    # Clearly broad: skip the exact attempt. A one-term query's df is known
+    # (statistics, or counted up to the cap); several terms' is a guess.
+    if df_estimate > (cap if df_known else 3 * cap):
         return _broad(match_query, weighted_terms, candidate_query, scope, depth, df_estimate)
     score, score_params = _score_sql(weighted_terms, "m")
     with connection.cursor() as cursor:
