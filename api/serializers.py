@@ -14,15 +14,32 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticError
 from rest_framework import serializers
 
-from backlog import interchange
+from backlog import access, interchange
 from backlog.models import Bug, Feature, Product, QATest
+from backlog.text import no_nul
 
 TEXT = {"max_length": interchange.MAX_TEXT_CHARS}
 TIMES = ["created_at", "updated_at"]
 
 
-def relation(model, **options) -> serializers.SlugRelatedField:
-    return serializers.SlugRelatedField(
+class KeyRelatedField(serializers.SlugRelatedField):
+    """A relation named by key, found among the records the requesting user may see."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return access.visible(super().get_queryset(), getattr(request, "user", None))
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            try:
+                no_nul(data)
+            except ValueError as exc:  # refused before PostgreSQL refuses the lookup
+                raise serializers.ValidationError(f"{exc}.") from None
+        return super().to_internal_value(data)
+
+
+def relation(model, **options) -> KeyRelatedField:
+    return KeyRelatedField(
         slug_field="key",
         queryset=model.objects.all(),
         error_messages={"does_not_exist": f"no {model.KIND} has the key {{value}}."},

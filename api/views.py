@@ -18,6 +18,7 @@ from rest_framework.exceptions import NotFound, UnsupportedMediaType, Validation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backlog import access
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
 from search import service
@@ -87,7 +88,8 @@ class RecordViewSet(viewsets.ModelViewSet):
     related: tuple[str, ...] = ()
 
     def get_queryset(self):
-        return self.serializer_class.Meta.model.objects.select_related(*self.related)
+        records = self.serializer_class.Meta.model.objects.select_related(*self.related)
+        return access.visible(records, self.request.user)
 
     def list(self, request, *args, **kwargs):
         known = {
@@ -111,7 +113,11 @@ class RecordViewSet(viewsets.ModelViewSet):
         try:
             record.delete()
         except ProtectedError as exc:
-            kinds = Counter(other.KIND for other in exc.protected_objects)
+            # Only what the user may see is counted by kind; what they may not is only said to exist.
+            kinds = Counter(
+                other.KIND if access.can_see(other, self.request.user) else "other record"
+                for other in exc.protected_objects
+            )
             names = ", ".join(f"{count} {kind}(s)" for kind, count in sorted(kinds.items()))
             raise Conflict(f"{record.key} is still named by {names}; delete or move them first.") from exc
 

@@ -56,10 +56,15 @@ KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
 
 
 def access_scope(user) -> Scope:
-    """Rows the user may see. Everyone sees everything for now; a product
-    membership rule becomes one more condition here, and with it every
-    arm, count, facet, snippet and similar-record list is restricted."""
-    return Scope("TRUE", [])
+    """Rows the user may see: backlog.access's rule (the one the ORM readers
+    use too) as a condition on `search_document d`, so that every arm,
+    count, facet, snippet and similar-record list is restricted alike."""
+    from backlog.access import visible_product_ids  # the rule lives with the records
+
+    product_ids = visible_product_ids(user)
+    if product_ids is None:
+        return Scope("TRUE", [])
+    return Scope("d.product_id = ANY(%s)", [list(product_ids)])
 
 
 def build_scope(request: SearchRequest, user) -> Scope:

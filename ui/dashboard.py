@@ -2,7 +2,8 @@
 bugs by severity per month as a stacked bar chart drawn in inline SVG.
 
 Counts read the search index (one row per record, one grouped query);
-bugs read their own table. The chart's geometry is computed here so the
+bugs read their own table. Every figure covers only the records the user
+may see (backlog.access). The chart's geometry is computed here so the
 template only places rectangles.
 """
 
@@ -13,6 +14,7 @@ from django.db.models import Count, Max, Q
 from django.db.models.functions import TruncMonth
 from django.utils import timezone
 
+from backlog.access import visible
 from backlog.models import Bug, Product
 from search.models import Document
 
@@ -32,12 +34,15 @@ class ProductCounts:
     open_bugs: int = 0
 
 
-def counts_per_product() -> tuple[list[ProductCounts], ProductCounts]:
-    """Features, tests, bugs and open bugs of every product, and the totals."""
-    products = {pk: ProductCounts(key, name) for pk, key, name in Product.objects.values_list("id", "key", "name")}
+def counts_per_product(user) -> tuple[list[ProductCounts], ProductCounts]:
+    """Features, tests, bugs and open bugs of every product the user may see, and the totals."""
+    products = {
+        pk: ProductCounts(key, name)
+        for pk, key, name in visible(Product.objects.all(), user).values_list("id", "key", "name")
+    }
     total = ProductCounts("", "All products")
     rows = (
-        Document.objects.exclude(kind="product")
+        visible(Document.objects.exclude(kind="product"), user)
         .values("product_id", "kind")
         .annotate(n=Count("id"), open=Count("id", filter=Q(status="open")))
         .order_by()
@@ -50,8 +55,8 @@ def counts_per_product() -> tuple[list[ProductCounts], ProductCounts]:
     return sorted(products.values(), key=lambda p: p.key), total
 
 
-def recent_bugs():
-    return Bug.objects.select_related("product").order_by("-created_at", "-id")[:RECENT_BUGS]
+def recent_bugs(user):
+    return visible(Bug.objects.select_related("product"), user).order_by("-created_at", "-id")[:RECENT_BUGS]
 
 
 # -- the chart ------------------------------------------------------------------------------
@@ -106,14 +111,15 @@ def _nice_ceiling(value: float) -> int:
         step *= 10
 
 
-def severity_chart(width: int = 720, height: int = 260) -> Chart | None:
+def severity_chart(user, width: int = 720, height: int = 260) -> Chart | None:
     """Bugs created per month by severity, over the CHART_MONTHS months up to the newest bug."""
-    newest = Bug.objects.aggregate(newest=Max("created_at"))["newest"]
+    bugs = visible(Bug.objects.all(), user)
+    newest = bugs.aggregate(newest=Max("created_at"))["newest"]
     if newest is None:
         return None
     months = _month_starts(timezone.localtime(newest), CHART_MONTHS)
     rows = (
-        Bug.objects.filter(created_at__gte=months[0])
+        bugs.filter(created_at__gte=months[0])
         .annotate(month=TruncMonth("created_at"))
         .values("month", "severity")
         .annotate(n=Count("id"))

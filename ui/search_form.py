@@ -10,6 +10,7 @@ change starts again at the first page.
 
 from dataclasses import dataclass, field
 
+from backlog.access import visible
 from backlog.models import Product
 from search.contract import SearchRequest
 
@@ -44,9 +45,10 @@ def selected(params, name: str) -> list[str]:
     return [part.strip() for value in params.getlist(name) for part in value.split(",") if part.strip()]
 
 
-def facet_groups(params, facets: dict | None) -> list[FacetGroup]:
-    """Each facet's values with their counts; chosen values stay listed even when nothing matches them."""
-    names = dict(Product.objects.values_list("key", "name"))
+def facet_groups(params, facets: dict | None, user) -> list[FacetGroup]:
+    """Each facet's values with their counts; chosen values stay listed even when nothing matches them.
+    Products are named only when the user may see them."""
+    names = dict(visible(Product.objects.all(), user).values_list("key", "name"))
     groups = []
     for facet, (param, label) in FACETS.items():
         chosen = selected(params, param)

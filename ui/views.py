@@ -2,7 +2,7 @@
 
 Every page is rendered on the server, so it works without JavaScript. The
 search page also answers its own URL with just the part that changes when
-asked with the `X-UI-Fragment` header; ui/static/ui/search.js swaps that
+asked with the `X-UI-Fragment` header; ui/static/ui/ui.js swaps that
 in as the user types. Record text is escaped once, by the templates, for
 both paths.
 """
@@ -39,7 +39,7 @@ def search(request):
         "mode": request.GET.get("mode", "hybrid"),
         "response": response,
         "error": error,
-        "facet_groups": facet_groups(request.GET, response and response["facets"]),
+        "facet_groups": facet_groups(request.GET, response and response["facets"], request.user),
         "carried": carried(request.GET),
     }
     template = FRAGMENTS.get(request.headers.get("X-UI-Fragment"), "ui/search.html")
@@ -85,12 +85,12 @@ def split_related(related: dict) -> dict:
 
 @staff_required
 def dashboard(request):
-    products, totals = figures.counts_per_product()
+    products, totals = figures.counts_per_product(request.user)
     context = {
         "products": products,
         "totals": totals,
         "health": index_health(),
-        "recent_bugs": figures.recent_bugs(),
-        "chart": figures.severity_chart(),
+        "recent_bugs": figures.recent_bugs(request.user),
+        "chart": figures.severity_chart(request.user),
     }
     return render(request, "ui/dashboard.html", context)
