@@ -21,17 +21,12 @@ from pydantic import (
 )
 
 from .models import KEY_PATTERN, TITLE_MAX_LENGTH, BugStatus, Severity, TestStatus
+from .text import no_nul
 
 # Limits that keep one record from hurting the database or the index: a
 # PostgreSQL tsvector holds at most 1 MB, and one line is read whole.
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_BYTES = 4 * 1024 * 1024
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it")
-    return value
 
 
 def _not_blank(value: str) -> str:
@@ -42,10 +37,10 @@ def _not_blank(value: str) -> str:
 
 def _no_nul_anywhere(value: Any) -> Any:
     if isinstance(value, str):
-        _no_nul(value)
+        no_nul(value)
     elif isinstance(value, dict):
         for name, item in value.items():
-            _no_nul(name)
+            no_nul(name)
             _no_nul_anywhere(item)
     elif isinstance(value, list):
         for item in value:
@@ -54,11 +49,11 @@ def _no_nul_anywhere(value: Any) -> Any:
 
 
 Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]
-Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), AfterValidator(_no_nul)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), AfterValidator(no_nul)]
 Title = Annotated[
     str,
     StringConstraints(max_length=TITLE_MAX_LENGTH),
-    AfterValidator(_no_nul),
+    AfterValidator(no_nul),
     AfterValidator(_not_blank),
 ]
 RawData = Annotated[dict[str, Any], AfterValidator(_no_nul_anywhere)]

@@ -9,7 +9,9 @@ return `SearchResponse` as structured content, and the staff UI renders it.
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from backlog.text import NulFreeStr, no_nul
 
 Kind = Literal["product", "feature", "test", "bug"]
 Mode = Literal["hybrid", "keyword", "semantic"]
@@ -25,6 +27,11 @@ KEYS_MAX = 50
 TIMELINE_DEFAULT, TIMELINE_MAX = 10, 50
 RELATED_MAX = 20
 DETAIL_HELP = "concise (default): key, title, status... of each hit; full: also id, updated_at, score, snippet"
+
+# No string parameter may hold NUL: PostgreSQL cannot take it, even in a query.
+# The NUL check comes after the length limits so that theirs stay pydantic's own messages.
+Key = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(no_nul)]
+KeyFilter = Annotated[str, Field(max_length=64), AfterValidator(no_nul)]
 
 
 def _omitted_when_null(value) -> bool:
@@ -57,7 +64,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[
-        str,
+        NulFreeStr,
         Field(
             description=f"What to look for, {QUERY_MIN}-{QUERY_MAX} characters. "
             "A record key (BUG-12) finds that record first."
@@ -72,19 +79,17 @@ class SearchRequest(BaseModel):
         "word, typo tolerance; raw: PostgreSQL tsquery syntax (renew & (android | ios))",
     )
     entities: list[Kind] | None = Field(None, description="only these kinds of record")
-    products: list[Annotated[str, Field(max_length=64)]] | None = Field(
-        None, description="only records of these product keys"
-    )
+    products: list[KeyFilter] | None = Field(None, description="only records of these product keys")
     status: list[StatusName] | None = Field(None, description="only these statuses (bugs and tests)")
     severity: list[SeverityName] | None = Field(None, description="only bugs of these severities")
-    feature: Annotated[str, Field(max_length=64)] | None = Field(None, description="only records of this feature key")
+    feature: KeyFilter | None = Field(None, description="only records of this feature key")
     created_after: datetime | None = None
     created_before: datetime | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     sort: Sort = Field("relevant", description="relevant (default) or recent (newest first)")
     limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
-    cursor: str | None = Field(None, description="next_cursor of the previous page")
+    cursor: NulFreeStr | None = Field(None, description="next_cursor of the previous page")
     include_scores: bool = Field(False, description="add each arm's rank and score and the boosts")
     include_content: bool = Field(False, description="add the full text fields of each result")
     detail: Detail = Field("concise", description=DETAIL_HELP)
@@ -187,11 +192,11 @@ class SimilarRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: Annotated[str, Field(min_length=1, max_length=64, description="the record's key, like BUG-12")]
+    key: Annotated[Key, Field(description="the record's key, like BUG-12")]
     mode: Mode = Field("hybrid", description="hybrid (default), keyword or semantic")
     entities: list[Kind] | None = Field(None, description="only these kinds of record")
     limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
-    cursor: str | None = Field(None, description="next_cursor of the previous page")
+    cursor: NulFreeStr | None = Field(None, description="next_cursor of the previous page")
     include_scores: bool = Field(False, description="add each arm's rank and score")
     include_content: bool = Field(False, description="add the full text fields of each result")
     detail: Detail = Field("concise", description=DETAIL_HELP)
@@ -202,9 +207,7 @@ class GetRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    keys: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
-        min_length=1, max_length=KEYS_MAX, description=f"record keys, like BUG-12; 1-{KEYS_MAX}"
-    )
+    keys: list[Key] = Field(min_length=1, max_length=KEYS_MAX, description=f"record keys, like BUG-12; 1-{KEYS_MAX}")
     include_content: bool = Field(True, description="add the full text fields (and a bug's raw_data)")
     include_related: bool = Field(True, description="add related records (product, feature, tests, bugs)")
 
@@ -214,7 +217,7 @@ class TimelineRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    key: Annotated[str, Field(min_length=1, max_length=64, description="the record's key, like BUG-12")]
+    key: Annotated[Key, Field(description="the record's key, like BUG-12")]
     within: Literal["feature", "product"] = Field(
         "feature", description="feature (default; the product when the record has no feature) or product"
     )

@@ -244,6 +244,51 @@ def test_an_invalid_search_is_400_with_the_service_s_message(story, reader, bob,
     assert names in response.json()["error"]["message"]
 
 
+NUL = "contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it."
+
+
+@pytest.mark.parametrize(
+    ("url", "params", "name"),
+    [
+        ("/api/search", {"query": "ab\x00cd"}, "query"),
+        ("/api/search", {"query": "renew", "feature": "\x00"}, "feature"),
+        ("/api/search", {"query": "renew", "products": "\x00"}, "products"),
+        ("/api/search", {"query": "renew", "cursor": "a\x00"}, "cursor"),
+        ("/api/similar/%00", {}, "key"),
+        ("/api/timeline/A%00B", {}, "key"),
+        ("/api/records", {"keys": "A\x00"}, "keys"),
+    ],
+)
+def test_a_nul_character_is_400_naming_the_parameter(story, reader, url, params, name):
+    response = reader.get(url, params)
+
+    assert response.status_code == 400
+    assert response.json() == {"error": {"code": "invalid_request", "message": f"{name}: {NUL}"}}
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("/api/bugs/A%00B", 404),
+        ("/api/products/%00", 404),
+        ("/api/bugs?feature=%00", 400),
+        ("/api/bugs?products=%00", 400),
+    ],
+)
+def test_record_lookups_and_filters_with_a_nul_character_answer_cleanly(story, reader, url, status):
+    response = reader.get(url)
+
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == {400: "invalid_request", 404: "not_found"}[status]
+
+
+def test_a_relation_named_with_a_nul_character_is_400(story, curator):
+    response = curator.post("/api/bugs", {"key": "BUG-77", "product": "PRD\x00", "title": "Nul"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"product": [NUL]}
+
+
 # -- similar, records, timeline ---------------------------------------------------------
 
 

@@ -86,6 +86,26 @@ def test_every_mistake_is_one_error_naming_the_parameter(story, params, message)
     assert caught.value.body() == {"error": {"code": "invalid_request", "message": str(caught.value)}}
 
 
+@pytest.mark.parametrize(
+    ("operation", "params", "name"),
+    [
+        ("search", {"query": "ab\x00cd"}, "query"),
+        ("search", {"query": "renewal", "feature": "\x00"}, "feature"),
+        ("search", {"query": "renewal", "products": ["PRD-1", "\x00"]}, "products"),
+        ("search", {"query": "renewal", "cursor": "\x00"}, "cursor"),
+        ("similar", {"key": "\x00"}, "key"),
+        ("similar", {"key": "BUG-12", "cursor": "\x00"}, "cursor"),
+        ("get", {"keys": ["BUG-12", "A\x00"]}, "keys"),
+        ("timeline", {"key": "A\x00B"}, "key"),
+    ],
+)
+def test_no_string_parameter_may_hold_a_nul_character(story, operation, params, name):
+    with pytest.raises(SearchError) as caught:
+        service.call(operation, params)
+    assert str(caught.value) == f"{name}: contains a NUL character (\\u0000), which PostgreSQL cannot store; remove it."
+    assert caught.value.status == 400
+
+
 def test_get_returns_whole_records_in_the_order_asked_with_their_relations(story):
     response = service.call("get", {"keys": "bug-12,FEAT-7,NOPE-1"})
 

@@ -230,6 +230,14 @@ def test_a_bad_parameter_is_explained_in_the_page(as_alice, corpus, query_string
     assert "Traceback" not in html
 
 
+@pytest.mark.parametrize("path", ["/search/?query=ab%00cd", "/search/?query=renewal&products=%00", "/records/A%00B/"])
+def test_a_nul_character_is_a_400_page_that_says_so(as_alice, corpus, path):
+    response = as_alice.get(path)
+
+    assert response.status_code == 400
+    assert "contains a NUL character" in response.content.decode()
+
+
 def test_an_empty_search_page_invites_a_query(as_alice):
     html = as_alice.get("/search/").content.decode()
 
