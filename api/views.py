@@ -227,12 +227,8 @@ class ImportView(APIView):
         body = serializers.ImportReportSerializer(report).data
         skipped = options.validated_data["skip_invalid"] and (report.written or options.validated_data["dry_run"])
         if report.problems and not skipped:
-            shown = "; ".join(str(problem) for problem in report.problems[:PROBLEMS_IN_MESSAGE])
-            more = len(report.problems) - PROBLEMS_IN_MESSAGE
-            message = (
-                f"{len(report.problems)} problem(s) found; nothing was imported: {shown}"
-                + (f"; and {more} more (see problems)" if more > 0 else "")
-                + ". Fix them and send the file again, or add skip_invalid=true to import the valid records."
+            message = report.failure(
+                retry="send the file again", skip_invalid="skip_invalid=true", shown=PROBLEMS_IN_MESSAGE
             )
             return Response(
                 error_body("invalid_records", message, problems=body["problems"]), status=status.HTTP_400_BAD_REQUEST

@@ -8,6 +8,7 @@ format back.
 """
 
 import json
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from django.utils import timezone
 
 from . import bulk, interchange
 from .models import RECORD_MODELS, Product
+
+logger = logging.getLogger(__name__)
 
 # Dependency order: a record is written after the records it names.
 KIND_ORDER = ("product", "feature", "test", "bug")
@@ -94,11 +97,29 @@ class ImportReport:
 
         return f"created {part(self.created)}, updated {part(self.updated)}, unchanged {part(self.unchanged)}"
 
+    def failure(self, *, retry: str, skip_invalid: str, shown: int = 0) -> str:
+        """Why nothing was imported, for `manage.py import_records` and the REST import alike:
+        the count, the first `shown` problems, and what to do (`retry`, or the `skip_invalid` option)."""
+        listed = "; ".join(str(problem) for problem in self.problems[:shown])
+        more = len(self.problems) - shown
+        return (
+            f"{len(self.problems)} problem(s) found; nothing was imported"
+            + (f": {listed}" if listed else "")
+            + (f"; and {more} more (see problems)" if listed and more > 0 else "")
+            + f". Fix them and {retry}, or use {skip_invalid} to import the valid records."
+        )
+
 
 @dataclass
 class _Parsed:
     line: int
     record: interchange._Record
+
+
+DATABASE_REFUSED = (
+    "the database refused the import, so nothing was written; its error is in the server's log. "
+    "Try again; if it keeps failing, tell the service's operator (a dry run checks the file without writing)"
+)
 
 
 class ImportAborted(Exception):
@@ -132,8 +153,10 @@ def import_records(
         try:
             with transaction.atomic():
                 _write(plan, progress)
-        except (DatabaseError, psycopg.Error) as exc:
-            report.problems.append(Problem(None, None, f"the database refused the import: {exc}"))
+        except (DatabaseError, psycopg.Error):
+            # The database's own text names tables and values: it goes to the log, not to the caller.
+            logger.exception("the database refused an import")
+            report.problems.append(Problem(None, None, DATABASE_REFUSED))
             report.created.clear()
             report.updated.clear()
             return report

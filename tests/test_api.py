@@ -13,13 +13,14 @@ from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.http import QueryDict
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
+from backlog.services import DATABASE_REFUSED, import_records
 from search import service
 from search.contract import SearchError
 
@@ -654,6 +655,25 @@ def test_one_bad_line_writes_nothing_and_names_the_line(story, curator):
     assert "skip_invalid=true" in error["message"]
     assert not Product.objects.filter(key="PRD-3").exists()
     assert not Feature.objects.filter(key="FEAT-30").exists()
+
+
+def test_a_database_failure_is_logged_and_answered_without_the_database_s_text(story, curator, caplog):
+    with connection.cursor() as cursor:  # PostgreSQL itself refuses the write, with text that names internals
+        cursor.execute(
+            """CREATE FUNCTION refuse_bug() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN RAISE EXCEPTION 'secret_internal_table is full'; END $$;
+               CREATE TRIGGER refuse_bug BEFORE INSERT ON backlog_bug FOR EACH ROW EXECUTE FUNCTION refuse_bug();"""
+        )
+
+    response = post_jsonl(curator, jsonl(*NEW))
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["problems"] == [{"line": None, "key": None, "message": DATABASE_REFUSED}]
+    assert "secret_internal_table" not in response.content.decode()
+    assert "Try again" in error["message"]
+    assert "secret_internal_table is full" in caplog.text  # in the log, not in the answer
+    assert not Product.objects.filter(key="PRD-3").exists()
 
 
 def test_dry_run_writes_nothing_and_skip_invalid_writes_the_rest(story, curator):

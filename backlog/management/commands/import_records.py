@@ -58,10 +58,7 @@ class Command(BaseCommand):
             self.stderr.write(f"... and {len(report.problems) - MAX_PROBLEMS_SHOWN} more problems")
 
         if report.problems and not skip_invalid:
-            raise CommandError(
-                f"{len(report.problems)} problem(s) found; nothing was imported. "
-                "Fix them and run again, or use --skip-invalid to import the valid records."
-            )
+            raise CommandError(report.failure(retry="run again", skip_invalid="--skip-invalid"))
         if dry_run:
             self.stdout.write(f"Dry run, nothing written. Would have {report.summary()}.")
         else:
