@@ -15,6 +15,7 @@ Anything else is logged to stderr and reported without its details.
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -96,7 +97,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
         mime_type="application/json",
     )
     def record(kind: str, key: str, ctx: Context) -> str:
-        body, failed = answer("get", {"keys": [key]}, _acting_user(ctx, user))
+        body, failed = answer("get", {"keys": [key]}, lambda: _acting_user(ctx, user))
         if failed:
             raise ResourceError(body["error"]["message"])
         found = [r for r in body["records"] if r["kind"] == kind.lower()]
@@ -112,7 +113,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
 
 def _tool(name: str, description: str, parameters: dict, response, user) -> Tool:
     def run(ctx: Context, **arguments) -> CallToolResult:
-        body, failed = answer(name, arguments, _acting_user(ctx, user))
+        body, failed = answer(name, arguments, lambda: _acting_user(ctx, user))
         # An error's text is its message (what was wrong and what to send); a result's is its JSON.
         text = body["error"]["message"] if failed else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=failed)
@@ -130,11 +131,14 @@ def _tool(name: str, description: str, parameters: dict, response, user) -> Tool
     )
 
 
-def answer(operation: str, arguments: dict, user) -> tuple[dict, bool]:
-    """(service.call's dict, False), or (REST's error body, True). Runs in a worker thread."""
+def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> tuple[dict, bool]:
+    """(service.call's dict, False), or (REST's error body, True). Runs in a worker thread.
+
+    `acting_user` is called here, after the stale connections are closed and
+    inside the error handling, because finding the user reads the database too."""
     close_old_connections()
     try:
-        return service.call(operation, arguments, user), False
+        return service.call(operation, arguments, acting_user()), False
     except SearchError as error:
         return error.body(), True
     except Exception:

@@ -28,7 +28,7 @@ import anyio
 import pytest
 import tiktoken
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import OperationalError, connection
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -408,10 +408,26 @@ def test_an_unexpected_failure_is_reported_without_its_details(monkeypatch):
     monkeypatch.setattr(service, "call", broken)
     monkeypatch.setattr(server, "close_old_connections", lambda: None)  # no database in this test
 
-    body, failed = server.answer("search", {"query": "renewal"}, None)
+    body, failed = server.answer("search", {"query": "renewal"}, lambda: None)
 
     assert failed and body["error"]["code"] == "internal_error"
     assert "SELECT" not in body["error"]["message"] and "Try again" in body["error"]["message"]
+
+
+def test_the_acting_user_is_found_after_stale_connections_close_and_a_failure_is_a_tool_error(monkeypatch):
+    steps = []
+
+    def lost_connection():
+        steps.append("find the user")
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(server, "close_old_connections", lambda: steps.append("close old connections"))
+
+    body, failed = server.answer("search", {"query": "renewal"}, lost_connection)
+
+    assert steps == ["close old connections", "find the user", "close old connections"]
+    assert failed and body["error"]["code"] == "internal_error"
+    assert "server closed" not in body["error"]["message"]
 
 
 # -- HTTP needs a token ----------------------------------------------------------------------
