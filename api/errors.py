@@ -35,6 +35,12 @@ class Conflict(exceptions.APIException):
     default_detail = "The request conflicts with stored records."
 
 
+class TooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "The request body is too large."
+
+
 def exception_handler(exc, context):
     if isinstance(exc, SearchError):
         return Response(exc.body(), status=exc.status)

@@ -1,18 +1,33 @@
 """Request bodies of the bulk import: JSON Lines, handed over line by line.
 
 `backlog.services.import_records` parses and validates each line itself
-(with its line number), so these parsers only split the body into lines;
-three media types because clients send JSON Lines under all three names.
+(with its line number), so these parsers only split the body into lines, as
+the import asks for them; three media types because clients send JSON Lines
+under all three names. A body over `settings.IMPORT_MAX_BYTES` is refused
+with 413: by its Content-Length before anything is read, and while reading
+in case the length was not declared.
 """
 
+from collections.abc import Iterator
+
+from django.conf import settings
 from rest_framework.parsers import BaseParser
+
+from .errors import TooLarge
 
 
 class JSONLinesParser(BaseParser):
     media_type = "application/x-ndjson"
 
-    def parse(self, stream, media_type=None, parser_context=None) -> list[bytes]:
-        return list(stream)
+    def parse(self, stream, media_type=None, parser_context=None) -> Iterator[bytes]:
+        limit = settings.IMPORT_MAX_BYTES
+        try:
+            declared = int(parser_context["request"].META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            raise too_large(limit)
+        return _lines(stream, limit)
 
 
 class JSONLParser(JSONLinesParser):
@@ -24,3 +39,20 @@ class PlainTextParser(JSONLinesParser):
 
 
 PARSERS = [JSONLinesParser, JSONLParser, PlainTextParser]
+
+
+def _lines(stream, limit: int) -> Iterator[bytes]:
+    read = 0
+    # Never more than one byte past the limit at a time, however long a line is.
+    while line := stream.readline(limit + 1 - read):
+        read += len(line)
+        if read > limit:
+            raise too_large(limit)
+        yield line
+
+
+def too_large(limit: int) -> TooLarge:
+    return TooLarge(
+        f"The body is larger than the import limit of {limit:,} bytes (IMPORT_MAX_BYTES). Import a bigger "
+        "file on the server with `manage.py import_records FILE`, or send it in parts of whole lines."
+    )

@@ -8,6 +8,8 @@ backlog models; the import endpoint runs the same function as
 """
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from itertools import chain, repeat
 
 from django.db.models import ProtectedError
 from django.http import Http404
@@ -205,6 +207,7 @@ class ImportView(APIView):
             200: serializers.ImportReportSerializer,
             400: OpenApiResponse(schema.ref(schema.Error), description="invalid records; nothing was written"),
             403: OpenApiResponse(schema.ref(schema.Error), description="missing add or change permissions"),
+            413: OpenApiResponse(schema.ref(schema.Error), description="the body is over IMPORT_MAX_BYTES"),
         },
         tags=["import"],
     )
@@ -220,7 +223,8 @@ class ImportView(APIView):
                 request.content_type,
                 f"send the records as JSON Lines with Content-Type {MEDIA_TYPES}; got {request.content_type!r}.",
             ) from None
-        if not isinstance(lines, list) or not any(line.strip() for line in lines):
+        lines = _unless_blank(lines)
+        if lines is None:
             raise ValidationError("The body is empty: send one JSON record a line (FORMAT.md).")
 
         report = import_records(lines, **options.validated_data)
@@ -234,3 +238,15 @@ class ImportView(APIView):
                 error_body("invalid_records", message, problems=body["problems"]), status=status.HTTP_400_BAD_REQUEST
             )
         return Response(body)
+
+
+def _unless_blank(lines: Iterable[bytes] | dict) -> Iterator[bytes] | None:
+    """The body's lines, still to be read, or None when it has no line but blank ones (or none at all)."""
+    if not isinstance(lines, Iterator):  # DRF's {} for a body without content
+        return None
+    blank = 0
+    for line in lines:
+        if line.strip():
+            return chain(repeat(b"\n", blank), [line], lines)  # blank lines kept: line numbers stay right
+        blank += 1
+    return None

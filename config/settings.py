@@ -209,6 +209,9 @@ REST_FRAMEWORK = {
     "URL_FORMAT_OVERRIDE": None,  # `format` is not a search parameter
 }
 
+# The largest body POST /api/import takes; bigger files go through `manage.py import_records`.
+IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "QA Search API",
     "DESCRIPTION": "Search products, features, test cases and bugs; read, curate and import them. See docs/api.md.",

@@ -9,6 +9,7 @@ bug BUG-12 and its test) plus a spinner bug seen during a renewal, and
 Ledgerly's two invoice bugs that are really one.
 """
 
+import io
 from urllib.parse import urlencode
 
 import pytest
@@ -19,6 +20,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from api.errors import TooLarge
+from api.parsers import JSONLinesParser
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import DATABASE_REFUSED, import_records
 from search import service
@@ -712,6 +715,34 @@ def test_import_refuses_readers_other_media_types_empty_bodies_and_unknown_optio
     assert typo.status_code == 400 and typo.json()["error"]["message"].startswith("dryrun: unknown parameter")
     assert not_a_flag.status_code == 400 and not_a_flag.json()["error"]["message"].startswith("dry_run: ")
     assert not Product.objects.filter(key="PRD-3").exists()
+
+
+def test_a_body_over_the_import_limit_is_413_and_writes_nothing(story, curator, settings):
+    text = jsonl(*NEW)
+    settings.IMPORT_MAX_BYTES = len(text.encode()) - 1
+
+    response = post_jsonl(curator, text)
+
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == "too_large"
+    assert f"import limit of {settings.IMPORT_MAX_BYTES:,} bytes (IMPORT_MAX_BYTES)" in error["message"]
+    assert "manage.py import_records" in error["message"]
+    assert not Product.objects.filter(key="PRD-3").exists()
+    settings.IMPORT_MAX_BYTES = len(text.encode())
+    assert post_jsonl(curator, "\n" + text).status_code == 413
+    assert post_jsonl(curator, text).status_code == 200
+
+
+def test_a_body_without_a_declared_length_is_cut_off_at_the_limit_too(settings):
+    settings.IMPORT_MAX_BYTES = 10
+    request = type("Request", (), {"META": {}})()
+
+    lines = JSONLinesParser().parse(io.BytesIO(b"12345\n" * 3), parser_context={"request": request})
+
+    assert next(lines) == b"12345\n"
+    with pytest.raises(TooLarge):
+        next(lines)
 
 
 # -- everything else is JSON too ------------------------------------------------------------
