@@ -16,7 +16,7 @@ import inspect
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, Field
 
-from search.contract import GetResponse, SearchResponse, TimelineResponse
+from search.contract import GetResponse, SearchResponse, TimelineResponse, without_null
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse)
@@ -54,7 +54,7 @@ def parameters(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[OpenA
     required = set(schema.get("required", ()))
     result = []
     for name, prop in schema["properties"].items():
-        prop = _without_null(prop)  # leaving a parameter out is how a query string says None
+        prop = without_null(prop)
         description = prop.pop("description", None)
         prop.pop("title", None)
         listed = prop.get("type") == "array"
@@ -71,18 +71,6 @@ def parameters(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[OpenA
             )
         )
     return result
-
-
-def _without_null(prop: dict) -> dict:
-    prop = dict(prop)
-    options = [option for option in prop.pop("anyOf", []) if option != {"type": "null"}]
-    if len(options) == 1:
-        prop.update(options[0])
-    elif options:
-        prop["anyOf"] = options
-    if prop.get("default", ...) is None:
-        del prop["default"]
-    return prop
 
 
 def operation(request: type[BaseModel], response: type[BaseModel], summary: str, path: tuple[str, ...] = ()):

@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from search.contract import without_null
+
 # Parameters whose name, enum or bounds already say what their help says.
 SELF_EXPLANATORY = {"entities", "status", "severity", "limit", "include_scores", "include_content", "before", "after"}
 
@@ -30,7 +32,7 @@ def input_schemas(models: dict[str, type[BaseModel]]) -> dict[str, dict[str, Any
         schema = model.model_json_schema()
         properties = {}
         for field, spec in schema["properties"].items():
-            spec = _without_null(spec)
+            spec = without_null(spec)
             spec.pop("title", None)
             if field in explained:
                 spec.pop("description", None)
@@ -48,14 +50,6 @@ def output_schema(model: type[BaseModel]) -> dict[str, Any]:
         "type": "object",
         "properties": {field: {"type": _json_type(spec, schema)} for field, spec in schema["properties"].items()},
     }
-
-
-def _without_null(spec: dict) -> dict:
-    options = [option for option in spec.get("anyOf", []) if option != {"type": "null"}]
-    if len(options) != 1:
-        return dict(spec)
-    rest = {key: value for key, value in spec.items() if key != "anyOf" and not (key == "default" and value is None)}
-    return {**rest, **_without_null(options[0])}
 
 
 def _json_type(spec: dict, schema: dict) -> str | list[str]:

@@ -267,6 +267,17 @@ class TimelineResponse(BaseModel):
     after: list[RecordRef] = Field(description="created later, nearest first")
 
 
+def without_null(prop: dict) -> dict:
+    """One property of a request model's JSON Schema with `X | None` as `X` (and no null default):
+    leaving a parameter out is how a query string or a tool call says None. REST's OpenAPI
+    parameters and the MCP tools' input schemas both publish them so."""
+    options = [option for option in prop.get("anyOf", []) if option != {"type": "null"}]
+    rest = {key: value for key, value in prop.items() if key != "anyOf" and not (key == "default" and value is None)}
+    if len(options) == 1:
+        return {**rest, **options[0]}
+    return {**rest, "anyOf": options} if options else rest
+
+
 def json_schema() -> dict:
     models = (
         SearchRequest,
