@@ -124,7 +124,8 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.Ar
     if parsed.raw is not None:
         if not parsed.raw:
             return None
-        return ranking.keyword_arm(parsed.raw, [(parsed.raw, 1.0)], None, scope, depth, df[parsed.raw])
+        raw = parsed.raw
+        return ranking.keyword_arm(raw, [(raw, 1.0)], None, scope, depth, df[raw], scope.everything)
     terms = parsed.units
     if not terms:
         return None
@@ -132,14 +133,15 @@ def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.Ar
     all_of, any_of = parsed.all_of(), parsed.any_of()
     candidate_query = _rarer_terms(terms, df)
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
-        one_term = len(terms) == 1 and scope.everything
         expected = _expected_any(terms, df, n)
-        return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, expected, df_known=one_term)
-    result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n))
+        return ranking.keyword_arm(all_of, weighted, candidate_query, scope, depth, expected, scope.everything)
+    result = ranking.keyword_arm(all_of, weighted, None, scope, depth, _expected_all(parsed, df, n), scope.everything)
     if result.total >= setting("SEARCH_RELAX_BELOW"):
         return result
     # AND found little: rank documents matching any term, rarest terms first.
-    relaxed = ranking.keyword_arm(any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n))
+    relaxed = ranking.keyword_arm(
+        any_of, weighted, candidate_query, scope, depth, _expected_any(terms, df, n), scope.everything
+    )
     return relaxed if relaxed.total > result.total else result
 
 

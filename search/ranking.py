@@ -145,7 +145,7 @@ def keyword_arm(
     scope: Scope,
     depth: int,
     df_estimate: float,
-    df_known: bool = False,
+    unfiltered: bool = False,
 ) -> ArmResult:
     """Rank the records matching `match_query` within `scope`.
 
@@ -154,9 +154,12 @@ def keyword_arm(
     used to pick candidates if the match set is too broad to rank whole.
     """
     cap = setting("SEARCH_EXACT_LIMIT")
-    # Clearly broad: skip the exact attempt. A one-term query's df is known
-    # (statistics, or counted up to the cap); several terms' is a guess.
-    if df_estimate > (cap if df_known else 3 * cap):
+    # Clearly broad: skip the exact attempt. Without filters the estimate is
+    # the terms' document frequencies (exact for one term; several terms are
+    # taken as independent, which rather under- than overestimates an AND);
+    # filters can cut the match set far below it, so then it is only trusted
+    # when it is three times the cap.
+    if df_estimate > (cap if unfiltered else 3 * cap):
         return _broad(match_query, weighted_terms, candidate_query, scope, depth, df_estimate)
     score, score_params = _score_sql(weighted_terms, "m")
     with connection.cursor() as cursor:
@@ -191,9 +194,11 @@ def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: 
     """More than EXACT_LIMIT matches. Candidates: the rarer terms' matches
     (at most EXACT_LIMIT by construction), topped up, when those are fewer
     than `depth`, with the RECENT_CANDIDATES most recently updated matches.
-    Finding those costs min(matches, R * N / matches) row visits: a bitmap
-    over all matches when they are few, a walk down the updated_at index
-    when they are many."""
+    Up to EXACT_COUNT_LIMIT matches, one pass counts the matches, their
+    facets and picks the recent ones (about 2 µs a match). Past it, total and
+    facets are estimated from a sample, and finding the recent matches costs
+    min(matches, R * N / matches) row visits: a bitmap over all matches when
+    they are few, a walk down the updated_at index when they are many."""
     n, _ = _corpus_stats()
     cap = setting("SEARCH_EXACT_LIMIT")
     recent = setting("SEARCH_RECENT_CANDIDATES")
@@ -201,15 +206,64 @@ def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: 
     if candidate_query:
         source = ("d.search_vector @@ %s::tsquery AND", [candidate_query], "")
         ranked = _rank_candidates(match_query, weighted_terms, scope, source, cap, depth)
-    if len(ranked) < depth:
+    top_up = recent if len(ranked) < depth else 0
+    # The estimate of a word typed as a prefix counts the word only, not its
+    # completions: leave it a fifth of headroom rather than pay for a pass
+    # that finds too many matches and is thrown away.
+    limit = setting("SEARCH_EXACT_COUNT_LIMIT")
+    if matches <= 0.8 * limit:
+        counted = _count_and_rank_recent(match_query, weighted_terms, scope, top_up, depth)
+        if counted is not None:
+            total, facets, more = counted
+            return ArmResult(_merged(ranked, more, depth), max(total, cap + 1), True, facets, match_query)
+        matches = limit + 1
+    if top_up:
         walk = matches > (recent * n) ** 0.5
         # "+ interval '0'" hides the index order from the planner: use the bitmap.
         order = "ORDER BY d.updated_at DESC" if walk else "ORDER BY d.updated_at + interval '0' DESC"
         more = _rank_candidates(match_query, weighted_terms, scope, ("", [], order), recent, depth)
-        seen = {pk for pk, _ in ranked}
-        ranked = sorted(ranked + [r for r in more if r[0] not in seen], key=lambda r: (-r[1], r[0]))[:depth]
-    total, facets, exact = count_matches(match_query, scope, matches)
+        ranked = _merged(ranked, more, depth)
+    total, facets, exact = sample_matches(match_query, scope, matches)
     return ArmResult(ranked, max(total, cap + 1), exact, facets, match_query)
+
+
+def _merged(ranked, more, depth: int) -> list[tuple[int, float]]:
+    seen = {pk for pk, _ in ranked}
+    return sorted(ranked + [r for r in more if r[0] not in seen], key=lambda r: (-r[1], r[0]))[:depth]
+
+
+def _count_and_rank_recent(match_query, weighted_terms, scope, recent: int, depth: int):
+    """One pass over the matches: their exact count and facets, and the best
+    `depth` of the `recent` most recently updated ones. None when there are
+    more than EXACT_COUNT_LIMIT matches (then they are sampled instead)."""
+    limit = setting("SEARCH_EXACT_COUNT_LIMIT")
+    score, score_params = _score_sql(weighted_terms, "c")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH m AS MATERIALIZED (
+                SELECT d.id, d.kind, d.product_id, d.status, d.severity, d.updated_at
+                FROM search_document d
+                WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
+                LIMIT %s
+            ), n AS (SELECT count(*) AS c FROM m)
+            SELECT
+                (SELECT c FROM n),
+                CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
+                CASE WHEN (SELECT c FROM n) <= %s THEN (
+                    SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
+                        SELECT c.id, {score} AS score FROM search_document c
+                        WHERE c.id = ANY(ARRAY(SELECT id FROM m ORDER BY updated_at DESC, id DESC LIMIT %s))
+                        ORDER BY score DESC, c.id LIMIT %s
+                    ) ranked
+                ) END
+            """,
+            [match_query, *scope.params, limit + 1, limit, limit, *score_params, recent, depth],
+        )
+        count, facets, ranked = cursor.fetchone()
+    if count > limit:
+        return None
+    return count, _facet_dict(facets), _pairs(ranked)
 
 
 def _rank_candidates(match_query, weighted_terms, scope, source, limit, depth) -> list[tuple[int, float]]:
@@ -261,16 +315,15 @@ def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
     return facets
 
 
-def count_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
-    """Total and facets of a broad match set: counted when that is cheap
-    (up to SEARCH_EXACT_COUNT_LIMIT expected matches, about a microsecond
-    each), else estimated from a repeatable page sample of about
-    SEARCH_SAMPLE_MATCHES matching rows."""
-    if expected <= setting("SEARCH_EXACT_COUNT_LIMIT"):
+def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
+    """Total and facets of a match set too broad to count in one pass,
+    estimated from a repeatable page sample of about SEARCH_SAMPLE_MATCHES
+    matching rows (the whole table when that is what the sample would take)."""
+    target = setting("SEARCH_SAMPLE_MATCHES")
+    percent = min(100.0, max(0.2, 100.0 * target / expected))
+    if percent >= 100.0:
         source, params, scale = "search_document d", [], 1.0
     else:
-        target = setting("SEARCH_SAMPLE_MATCHES")
-        percent = min(100.0, max(0.2, 100.0 * target / expected))
         source, params, scale = "search_document d TABLESAMPLE SYSTEM (%s) REPEATABLE (17)", [percent], 100 / percent
     with connection.cursor() as cursor:
         cursor.execute(

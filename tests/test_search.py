@@ -165,6 +165,31 @@ def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(co
     assert keys(response)[0] == "BUG-1"  # in the title
 
 
+@pytest.mark.parametrize(
+    "count_limit, sample, exact",
+    [
+        (6000, 400, True),  # counted, faceted and the recent matches picked in one pass
+        (2, 400, True),  # that pass finds too many: a sample, which here is the whole table
+        (2, 1, False),  # a real sample: total and facets are estimates
+    ],
+)
+def test_broad_match_sets_rank_like_the_exact_path(corpus, settings, count_limit, sample, exact):
+    exact_path = run("renew", mode="keyword")
+    settings.SEARCH_EXACT_LIMIT = 1  # every query with two or more matches is broad
+    settings.SEARCH_EXACT_COUNT_LIMIT = count_limit
+    settings.SEARCH_SAMPLE_MATCHES = sample
+
+    broad = run("renew", mode="keyword")
+
+    # The recent candidates cover these six matches, so the ranking is the same.
+    assert keys(broad) == keys(exact_path) and len(keys(broad)) == 6
+    assert broad.total_exact is exact
+    if exact:
+        assert (broad.total, broad.facets) == (exact_path.total, exact_path.facets)
+    else:
+        assert broad.total >= 2
+
+
 def test_prefix_of_the_last_word(corpus):
     assert keys(run("checko", mode="keyword"))[:2] == ["BUG-7", "BUG-2"]
     assert keys(run("checko button", mode="keyword"))[0] == "BUG-7"
