@@ -9,7 +9,8 @@ tsquery syntax, checked by PostgreSQL itself.
 
 PostgreSQL does the stemming and stop words: every term is turned into a
 tsquery by `plainto_tsquery` / `phraseto_tsquery` / `to_tsquery` in one
-round trip, so the query uses exactly the dictionary that built the index.
+round trip, so the query uses exactly the dictionary that built the index,
+after the same word splitting (search_words, search_word_parts in sql.py).
 """
 
 import re
@@ -23,7 +24,7 @@ CONFIG = TEXT_SEARCH_CONFIG
 _TOKEN = re.compile(r'-?"[^"]*"?|\S+')
 _PREFIXABLE = re.compile(r"^\w{2,}$")
 # What plainto_tsquery makes of one compound word (spotbugs-maven-plugin,
-# CVE-2019-20444): its lexemes joined by AND.
+# CVE-2019-20444) once split into words: its lexemes joined by AND.
 _COMPOUND = re.compile(r"^'(?:[^']|'')*'(?: & '(?:[^']|'')*')+$")
 _LEXEME = re.compile(r"'(?:[^']|'')*'")
 
@@ -36,16 +37,16 @@ class QuerySyntaxError(ValueError):
 class Term:
     text: str  # as typed, for display and typo correction
     tsquery: str = ""  # as PostgreSQL normalized it; "" for a stop word
-    # An identifier's parts (org.bouncycastle: 'org' & 'bouncycastl'), which
-    # the index holds for every identifier (search_identifier_parts).
+    # The parts of a camel-case word (BouncyCastle: 'bounci' & 'castl'),
+    # which the index holds next to the whole word (search_word_parts).
     parts: str = ""
 
     @property
     def match(self) -> str:
-        """What a record must contain to match this term. An identifier
-        matches by its parts, so `org.bouncycastle` also finds
-        `org.bouncycastle.jce`; the whole identifier implies its parts."""
-        return self.parts or self.tsquery
+        """What a record must contain to match this term: its words, or,
+        for a camel-case word, the words it is made of (`BouncyCastle`
+        finds "Bouncy Castle")."""
+        return f"({self.tsquery}) | ({self.parts})" if self.parts else self.tsquery
 
 
 @dataclass
@@ -63,10 +64,10 @@ class ParsedQuery:
     @property
     def units(self) -> list[Term]:
         """The terms that rank, each weighed by its own rarity: a compound
-        word counts as its lexemes (`spotbugs-maven-plugin` as
-        spotbugs-maven-plugin, spotbug, maven and plugin), so a record that
-        says "spotbugs maven plugin" still shares three of them. Matching
-        all of a query (`all_of`) still needs the whole compound."""
+        word counts as its lexemes (`spotbugs-maven-plugin` as spotbug,
+        maven and plugin; `BouncyCastle` as bouncycastl, bounci and castl),
+        so a record that says "spotbugs maven plugin" shares all three.
+        Matching all of a query (`all_of`) still needs every lexeme."""
         units: dict[str, Term] = {}
         for term in self.terms:
             if _COMPOUND.match(term.tsquery) or term.parts:
@@ -143,15 +144,15 @@ def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
     for term in terms:
         if term is prefix and _PREFIXABLE.match(term.text):
             # The word as typed, and as a prefix: "checko" finds "checkout".
-            expressions.append(f"(plainto_tsquery('{CONFIG}', %s) || to_tsquery('{CONFIG}', %s))::text")
+            expressions.append(f"(plainto_tsquery('{CONFIG}', search_words(%s)) || to_tsquery('{CONFIG}', %s))::text")
             params += [term.text, term.text.lower() + ":*"]
         elif " " in term.text:
-            expressions.append(f"phraseto_tsquery('{CONFIG}', %s)::text")
+            expressions.append(f"phraseto_tsquery('{CONFIG}', search_words(%s))::text")
             params.append(term.text)
         else:
-            expressions.append(f"plainto_tsquery('{CONFIG}', %s)::text")
+            expressions.append(f"plainto_tsquery('{CONFIG}', search_words(%s))::text")
             params.append(term.text)
-        expressions.append(f"plainto_tsquery('{CONFIG}', search_identifier_parts(%s))::text")
+        expressions.append(f"plainto_tsquery('{CONFIG}', search_word_parts(%s))::text")
         params.append("" if " " in term.text else term.text)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(expressions)}", params)

@@ -73,15 +73,31 @@ COLUMNS = (
 )
 
 
-# Compound identifiers (org.apache.hadoop.fs.s3a, fs.s3a.connection.maximum,
-# src/main/App.kt, HDFS-1234) are one token to PostgreSQL's parser; their
-# parts are indexed as well, at the same weight, so a query for "s3a
-# connection" finds them. Plain words are not repeated.
-IDENTIFIER_PARTS_SQL = r"""
-CREATE OR REPLACE FUNCTION search_identifier_parts(body text) RETURNS text
+# What the parser sees. PostgreSQL's default parser keeps compounds whole:
+# org.apache.hadoop.fs.FileSystem and v2.0 as one `host` / `file` token,
+# hadoop-aws as a hyphenated word, and it reads CVE-2022-40149 as `cve`,
+# -2022, -40149 (signed integers). search_words() cuts text into runs of
+# letters and digits first, as SQLite's unicode61 or Lucene's standard
+# tokenizer do, with two exceptions: a dot between digits stays, so a
+# version number (9.4.48, 1.1.1) is one token, which tells releases apart;
+# a hyphen before a letter stays, so hadoop-aws is indexed whole and as
+# its parts, and the exact compound ranks first.
+# search_word_parts() adds the parts of camel-case words
+# (BouncyCastle: bouncy castle; S3AInputStream: s3ainput stream), so a
+# class name and the words it is made of find each other; the whole word
+# stays indexed, so ZooKeeper still finds Zookeeper.
+SEARCH_WORDS_SQL = r"""
+CREATE OR REPLACE FUNCTION search_words(body text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT coalesce(string_agg(regexp_replace(m[1], '[._/:#@=$-]+', ' ', 'g'), ' '), '')
-  FROM regexp_matches(coalesce(body, ''), '([[:alnum:]]+(?:[._/:#@=$-]+[[:alnum:]]+)+)', 'g') AS m
+  SELECT regexp_replace(
+    coalesce(body, ''), '[^[:alnum:].-]+|\.(?![0-9])|(?<![0-9])\.|-(?![[:alpha:]])|(?<![[:alnum:]])-', ' ', 'g'
+  )
+$$;
+
+CREATE OR REPLACE FUNCTION search_word_parts(body text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT coalesce(string_agg(regexp_replace(m[1], '([[:lower:]])([[:upper:]])', '\1 \2', 'g'), ' '), '')
+  FROM regexp_matches(coalesce(body, ''), '([[:alnum:]]*[[:lower:]][[:upper:]][[:alnum:]]*)', 'g') AS m
 $$;
 """
 
@@ -91,8 +107,8 @@ def _vector(weights: dict[str, list[str]]) -> str:
     for weight, columns in weights.items():
         text = f"concat_ws(' ', {', '.join(columns)})"
         parts.append(
-            f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', {text}) || "
-            f"to_tsvector('{TEXT_SEARCH_CONFIG}', search_identifier_parts({text})), '{weight}')"
+            f"setweight(to_tsvector('{TEXT_SEARCH_CONFIG}', search_words({text})) || "
+            f"to_tsvector('{TEXT_SEARCH_CONFIG}', search_word_parts({text})), '{weight}')"
         )
     return " || ".join(parts)
 
@@ -165,7 +181,7 @@ def install_sql() -> str:
     triggers ships as a migration that runs uninstall_sql() then
     install_sql(), which also re-indexes every stored row.
     """
-    statements = [IDENTIFIER_PARTS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
+    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
     statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.

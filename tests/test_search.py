@@ -238,6 +238,28 @@ def test_identifiers_and_compound_words_match_by_their_parts(db):
     assert keys(run("spotbugs-maven-plugin ", mode="keyword")) == ["BUG-94", "BUG-92", "BUG-93"]
 
 
+def test_words_are_split_like_a_word_tokenizer_with_versions_and_camel_case_parts(db):
+    records = [
+        {"kind": "product", "key": "PRD-8", "name": "Hadoop"},
+        bug("BUG-81", "Upgrade Bouncy Castle to 1.69", product="PRD-8"),
+        bug("BUG-82", "Upgrade BouncyCastle to 1.68", product="PRD-8"),
+        bug("BUG-83", "Zookeeper session expires", product="PRD-8"),
+        bug("BUG-84", "Jettison: fix CVE-2022-40149", product="PRD-8"),
+        bug("BUG-85", "Parser fails on a 2022 date", product="PRD-8"),
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
+
+    # A camel-case word finds the words it is made of, and the whole word
+    # still finds its other spellings.
+    assert keys(run("BouncyCastle ", mode="keyword")) == ["BUG-82", "BUG-81"]
+    assert keys(run("ZooKeeper ", mode="keyword")) == ["BUG-83"]
+    # A version number is one token: 1.69 is not 1.68.
+    assert keys(run("1.69 ", mode="keyword")) == ["BUG-81"]
+    # CVE-2022-40149 is three words, not cve, -2022 and -40149.
+    assert set(keys(run("2022 ", mode="keyword"))) == {"BUG-84", "BUG-85"}
+    assert keys(run("cve 40149 ", mode="keyword")) == ["BUG-84"]
+
+
 def test_phrase_or_and_exclusion(corpus):
     assert set(keys(run('"saved card"', mode="keyword"))) == {"BUG-1", "TEST-1"}
     assert set(keys(run("vat or tiles", mode="keyword"))) == {"BUG-4", "BUG-3"}
