@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -101,14 +102,24 @@ class EmbeddingProvider(Protocol):
         ...
 
 
+# What the model is spared: links and issue-tracker markup ({code},
+# {noformat}, ---- rules) spend its 256-token window on nothing.
+_LINK = re.compile(r"\[?https?://\S+")
+_MARKUP = re.compile(r"[-=*_#|]{3,}|\{code[^}]*\}|\{noformat\}")
+# A camel-case word reads as the words it is made of: S3AInputStream as
+# "S3AInput Stream", as the keyword index splits it (search/sql.py).
+_CAMEL_CASE = re.compile(r"([a-z])([A-Z])")
+
+
 def document_text(title: str, *parts: str | None) -> str:
-    """The text embedded for one record: its title, then each non-empty part, one per line.
+    """The text embedded for one record: its title, then each non-empty part, one per line,
+    as words (no links, no markup, camel case split).
 
     The title goes first because the local model reads only the first 256 tokens.
     """
-    pieces = [title.strip()] if title and title.strip() else []
-    pieces += [part.strip() for part in parts if part and part.strip()]
-    return "\n".join(pieces)
+    pieces = [title, *parts]
+    pieces = [_CAMEL_CASE.sub(r"\1 \2", _MARKUP.sub(" ", _LINK.sub(" ", piece))).strip() for piece in pieces if piece]
+    return "\n".join(piece for piece in pieces if piece)
 
 
 def clip_text(text: str) -> str:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from backlog.services import import_records
 from search.contract import SearchRequest
+from search.embeddings import document_text
 from search.engine import SearchError, search, similar
 from search.indexing import embed_pending
 
@@ -258,6 +259,13 @@ def test_words_are_split_like_a_word_tokenizer_with_versions_and_camel_case_part
     # CVE-2022-40149 is three words, not cve, -2022 and -40149.
     assert set(keys(run("2022 ", mode="keyword"))) == {"BUG-84", "BUG-85"}
     assert keys(run("cve 40149 ", mode="keyword")) == ["BUG-84"]
+
+
+def test_the_embedded_text_is_words_without_links_or_markup():
+    link = "[https://issues.apache.org/jira/browse/HADOOP-1]"
+    text = document_text("S3AInputStream fails", f"See {link} {{code:java}}trace{{code}}", "-----")
+
+    assert text.split() == ["S3AInput", "Stream", "fails", "See", "trace"]
 
 
 def test_phrase_or_and_exclusion(corpus):
