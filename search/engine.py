@@ -109,13 +109,25 @@ class Candidate:
     semantic_score: float | None = None
     boosts: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
+    info: ranking.RowInfo | None = None
 
 
 def _frequencies(parsed: ParsedQuery) -> tuple[float, dict[str, float]]:
-    """N and the document frequency of each term (the whole tsquery in raw mode)."""
+    """N and the document frequency of each term (the whole tsquery in raw
+    mode). Settles whether the last word is also a prefix
+    (ParsedQuery.settle_prefix) on the way: a word that fills the keyword
+    arm's candidate list by itself is taken as typed."""
     if parsed.raw is not None:
         return ranking.document_frequencies([parsed.raw] if parsed.raw else [])
-    return ranking.document_frequencies([t.match for t in parsed.terms + parsed.units])
+
+    def needed() -> list[str]:
+        return [t.match for t in parsed.terms + parsed.units]
+
+    n, df = ranking.document_frequencies(needed() + [t.whole for t in parsed.terms if t.whole])
+    parsed.settle_prefix(df, setting("SEARCH_ARM_DEPTH"))
+    if missing := [q for q in needed() if q not in df]:  # a camel-case word's parts changed with it
+        df.update(ranking.document_frequencies(missing)[1])
+    return n, df
 
 
 def _keyword(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ranking.ArmResult | None:
@@ -240,9 +252,10 @@ def _expected_any(terms, df: dict[str, float], n: float) -> float:
     return n * (1.0 - missing)
 
 
-def _semantic(text: str, scope: Scope, depth: int) -> ranking.ArmResult:
+def _semantic(text: str, scope: Scope, depth: int, keyword: ranking.ArmResult | None) -> ranking.ArmResult:
     provider = get_provider()
-    return ranking.semantic_arm(provider.embed_query(text), provider.model_id, scope, depth)
+    keyword_query = keyword.query if keyword else ""
+    return ranking.semantic_arm(provider.embed_query(text), provider.model_id, scope, depth, keyword_query)
 
 
 def _fuse(keyword: ranking.ArmResult | None, semantic: ranking.ArmResult | None) -> dict[int, Candidate]:
@@ -257,6 +270,8 @@ def _fuse(keyword: ranking.ArmResult | None, semantic: ranking.ArmResult | None)
             setattr(candidate, f"{arm}_rank", rank)
             setattr(candidate, f"{arm}_score", score)
             candidate.score += weights[arm] / (k + rank)
+            if candidate.info is None:
+                candidate.info = result.info.get(doc_id)
     return candidates
 
 
@@ -264,43 +279,40 @@ def _normalize_title(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _boost(
-    candidates: dict[int, Candidate], query: str | None, key_match: int | None, model_id: str | None = None
-) -> None:
-    """Apply the documented boosts. With `model_id` (hybrid), a record that has
+def _boost(candidates: dict[int, Candidate], query: str | None, key_match: int | None, hybrid: bool = False) -> None:
+    """Apply the documented boosts. In `hybrid` search, a record that has
     no vector yet gets the semantic arm's share at its keyword rank, so
     records waiting for embedding are not pushed down while the index lags."""
     if not candidates:
         return
+    missing = [c.id for c in candidates.values() if c.info is None]
+    for doc_id, info in ranking.row_info(missing).items():
+        candidates[doc_id].info = info
     k = setting("SEARCH_RRF_K")
     recency_weight = setting("SEARCH_RECENCY_WEIGHT")
-    half_life = setting("SEARCH_RECENCY_HALF_LIFE")
+    half_life_seconds = setting("SEARCH_RECENCY_HALF_LIFE") * 86400
     title_boost = setting("SEARCH_TITLE_BOOST") / k
     wanted = _normalize_title(query) if query else None
+    first_word = wanted.split(" ", 1)[0] if wanted else ""
     # Ages count from today's midnight, not from this instant, so scores (and
     # so the cursors built from them) stay the same from page to page.
-    now = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    now = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
     semantic_weight = setting("SEARCH_SEMANTIC_WEIGHT")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, title, updated_at, embedding IS NOT NULL AND embedding_model = %s "
-            "FROM search_document WHERE id = ANY(%s)",
-            [model_id or "", list(candidates)],
-        )
-        for doc_id, title, updated_at, has_vector in cursor.fetchall():
-            candidate = candidates[doc_id]
-            if model_id and not has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
-                share = semantic_weight / (k + candidate.keyword_rank)
-                candidate.boosts["awaiting_embedding"] = round(share, 6)
-                candidate.score += share
-            if wanted and _normalize_title(title) == wanted:
-                candidate.boosts["exact_title"] = title_boost
-                candidate.score += title_boost
-            if recency_weight:
-                age = max((now - updated_at).total_seconds() / 86400, 0.0)
-                factor = 1 + recency_weight * 0.5 ** (age / half_life)
-                candidate.boosts["recency"] = round(factor, 4)
-                candidate.score *= factor
+    for candidate in candidates.values():
+        info = candidate.info
+        if hybrid and not info.has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
+            share = semantic_weight / (k + candidate.keyword_rank)
+            candidate.boosts["awaiting_embedding"] = round(share, 6)
+            candidate.score += share
+        # The substring test spares normalizing titles that cannot be equal.
+        if wanted and first_word in info.title.lower() and _normalize_title(info.title) == wanted:
+            candidate.boosts["exact_title"] = title_boost
+            candidate.score += title_boost
+        if recency_weight:
+            age = max(now - info.updated, 0.0)
+            factor = 1 + recency_weight * 0.5 ** (age / half_life_seconds)
+            candidate.boosts["recency"] = round(factor, 4)
+            candidate.score *= factor
     if key_match is not None and key_match in candidates:
         candidates[key_match].boosts["key_match"] = 1.0
         candidates[key_match].score += 1.0
@@ -352,12 +364,12 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
             elif fallback is not None and fallback.total > keyword.total:
                 keyword = fallback
     semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH"))
-    semantic = _semantic(request.query, scope, semantic_depth) if mode in ("hybrid", "semantic") else None
+    semantic = _semantic(request.query, scope, semantic_depth, keyword) if mode in ("hybrid", "semantic") else None
 
     candidates = _fuse(keyword, semantic)
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = Candidate(key_match)
-    _boost(candidates, request.query, key_match, get_provider().model_id if keyword and semantic else None)
+    _boost(candidates, request.query, key_match, hybrid=bool(keyword and semantic))
     total, exact, facet_counts = _match_set(keyword, semantic, candidates, key_match)
     highlight_query = (keyword.query if keyword else "") or parsed.any_of()
     return _respond(request, mode, candidates, total, exact, facet_counts, health, highlight_query, corrected)
@@ -415,7 +427,7 @@ def similar(
         keyword = _keyword(parsed, scope, depth, stats) if parsed.terms else None
     if mode in ("hybrid", "semantic"):
         vector = json.loads(vector_text)
-        semantic = ranking.semantic_arm(vector, model_id, scope, depth)
+        semantic = ranking.semantic_arm(vector, model_id, scope, depth, keyword.query if keyword else "")
     candidates = _fuse(keyword, semantic)
     _boost(candidates, None, None)
     total, exact, facet_counts = _match_set(keyword, semantic, candidates, None)
@@ -453,7 +465,7 @@ def _match_set(keyword, semantic, candidates, key_match) -> tuple[int, bool, dic
         return keyword.total, keyword.exact, keyword.facets
     if keyword is None:
         return semantic.total, True, semantic.facets
-    extra, extra_facets = ranking.facets_outside(keyword.query, [doc_id for doc_id, _ in semantic.ranked])
+    extra, extra_facets = semantic.outside
     facets = keyword.facets
     for name, counts in extra_facets.items():
         for value, count in counts.items():
@@ -492,11 +504,8 @@ def _decode_cursor(cursor: str, fingerprint: str) -> tuple[float, int]:
 
 def _ordered(request: SearchRequest, candidates: dict[int, Candidate]) -> list[Candidate]:
     if request.sort == "recent":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id, created_at FROM search_document WHERE id = ANY(%s)", [list(candidates)])
-            created = dict(cursor.fetchall())
         for candidate in candidates.values():
-            candidate.score = created[candidate.id].timestamp()
+            candidate.score = candidate.info.created
     return sorted(candidates.values(), key=lambda c: (-c.score, c.id))
 
 
@@ -554,8 +563,8 @@ def _facets(counts: dict[str, dict[str, int]]) -> Facets:
 def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_query: str) -> list[Hit]:
     if not page:
         return []
-    documents = snippets.page_documents([c.id for c in page])
     full = request.detail == "full"
+    documents = snippets.page_documents([c.id for c in page], with_fields=full or request.include_content)
     built = snippets.build(documents, highlight_query) if full else {}
     hits = []
     for offset, candidate in enumerate(page):

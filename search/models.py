@@ -72,7 +72,7 @@ class Document(models.Model):
                 fields=["embedding"],
                 name="search_document_hnsw",
                 m=16,
-                ef_construction=128,
+                ef_construction=256,
                 opclasses=["halfvec_cosine_ops"],
             ),
             models.Index(fields=["product_id", "kind"], name="search_document_product"),

@@ -40,6 +40,9 @@ class Term:
     # The parts of a camel-case word (BouncyCastle: 'bounci' & 'castl'),
     # which the index holds next to the whole word (search_word_parts).
     parts: str = ""
+    # For the last word, read as a prefix too: the word alone, without the
+    # prefix ("" otherwise). See ParsedQuery.settle_prefix.
+    whole: str = ""
 
     @property
     def match(self) -> str:
@@ -76,6 +79,16 @@ class ParsedQuery:
             else:
                 units.setdefault(term.tsquery, term)
         return list(units.values())
+
+    def settle_prefix(self, df: dict[str, float], enough: float) -> None:
+        """Read the last word as typed when, as a whole word, it already
+        matches `enough` records: its completions would only compete for
+        the places it fills, and a common prefix is costly to expand
+        (`fail:*` reads every word that starts with fail). A rarer word
+        stays a prefix too, so `checko` finds checkout."""
+        for term in self.terms:
+            if term.whole and df.get(term.whole, 0) >= enough:
+                term.tsquery, term.whole = term.whole, ""
 
     def all_of(self) -> str:
         """Every group must match (AND), none of the exclusions."""
@@ -142,23 +155,27 @@ def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
         return
     expressions, params = [], []
     for term in terms:
+        whole = "''"  # the word alone, when it is also read as a prefix
         if term is prefix and _PREFIXABLE.match(term.text):
             # The word as typed, and as a prefix: "checko" finds "checkout".
             expressions.append(f"(plainto_tsquery('{CONFIG}', search_words(%s)) || to_tsquery('{CONFIG}', %s))::text")
             params += [term.text, term.text.lower() + ":*"]
+            whole = f"plainto_tsquery('{CONFIG}', search_words(%s))::text"
+            params.append(term.text)
         elif " " in term.text:
             expressions.append(f"phraseto_tsquery('{CONFIG}', search_words(%s))::text")
             params.append(term.text)
         else:
             expressions.append(f"plainto_tsquery('{CONFIG}', search_words(%s))::text")
             params.append(term.text)
+        expressions.append(whole)
         expressions.append(f"plainto_tsquery('{CONFIG}', search_word_parts(%s))::text")
         params.append("" if " " in term.text else term.text)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(expressions)}", params)
         row = cursor.fetchone()
         for position, term in enumerate(terms):
-            term.tsquery, term.parts = row[2 * position], row[2 * position + 1]
+            term.tsquery, term.whole, term.parts = row[3 * position : 3 * position + 3]
 
 
 def _normalize_raw(text: str) -> str:

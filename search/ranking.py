@@ -19,7 +19,13 @@ one statement. When it is larger, the query is broad: terms that match
 more than EXACT_LIMIT rows carry little information (low idf), so
 candidates come from the rarer terms only, or, when every term is that
 common, from the most recently updated matches; total and facets are then
-estimated from a page sample (TABLESAMPLE) and flagged as estimates.
+estimated from a uniform sample and flagged as estimates. Two tokens in
+every search_vector (search.sql: a sample bucket, the month of updated_at)
+let the GIN index hand over just the sample, or just the last months'
+matches, so each step visits a bounded number of rows.
+
+Every ranked row comes back with what fusion needs of it (RowInfo), read in
+the same pass: no statement visits the candidates a second time.
 """
 
 import math
@@ -29,6 +35,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
+
+from .embeddings import get_provider
+from .sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 
 
 def setting(name: str):
@@ -54,6 +63,39 @@ class Scope:
         return self.where.replace("(", "").replace(")", "").strip() == "TRUE"
 
 
+@dataclass(frozen=True)
+class RowInfo:
+    """What fusion's boosts and sort=recent need of a ranked row. The arms
+    read it in their own pass over the row, so fusion never visits the
+    candidates again."""
+
+    updated: float  # epoch seconds
+    created: float
+    has_vector: bool  # a vector of the active embedding model
+    title: str
+
+
+def info_columns(alias: str) -> str:
+    """RowInfo's columns of search_document `alias`, for a ranked row's SELECT."""
+    # The active model's id is ours, not the user's: a quoted literal keeps
+    # this fragment free of parameters, so it fits any statement.
+    model = "'" + get_provider().model_id.replace("'", "''") + "'"
+    return (
+        f"extract(epoch FROM {alias}.updated_at)::float8 AS info_updated, "
+        f"extract(epoch FROM {alias}.created_at)::float8 AS info_created, "
+        f"({alias}.embedding IS NOT NULL AND {alias}.embedding_model = {model}) AS info_vector, "
+        f"{alias}.title AS info_title"
+    )
+
+
+def ranked_json(alias: str) -> str:
+    """The rows of `alias` (id, score and info_columns) as one JSON array, best first."""
+    return (
+        f"json_agg(json_build_array({alias}.id, {alias}.score, {alias}.info_updated, {alias}.info_created, "
+        f"{alias}.info_vector, {alias}.info_title) ORDER BY {alias}.score DESC, {alias}.id)"
+    )
+
+
 @dataclass
 class ArmResult:
     ranked: list[tuple[int, float]]  # (document id, score), best first
@@ -61,6 +103,9 @@ class ArmResult:
     exact: bool
     facets: dict[str, dict[str, int]]
     query: str = ""  # the tsquery the match set was defined by
+    info: dict[int, RowInfo] = field(default_factory=dict)  # of the ranked rows
+    # Semantic arm in hybrid: count and facets of its rows outside the keyword match set.
+    outside: tuple[int, dict[str, dict[str, int]]] | None = None
 
 
 # -- statistics ---------------------------------------------------------------
@@ -91,6 +136,34 @@ def _corpus_stats() -> tuple[float, dict[str, float]]:
     if reltuples >= 10_000:
         _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
     return float(max(reltuples, 1)), freq
+
+
+def recent_months(fraction: float) -> tuple[str, float] | None:
+    """A tsquery of the newest months of updated_at (sql.MONTH_PREFIX
+    tokens) that together hold at least `fraction` of all records, and the
+    fraction they hold, from the column statistics. None when that would be
+    most records anyway, or when the statistics do not know the months (a
+    small or unanalyzed corpus, cheap to read in full)."""
+    if fraction >= 0.5:
+        return None
+    _, freq = _corpus_stats()
+    months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
+    covered, oldest = 0.0, None
+    for month, share in months:
+        covered, oldest = covered + share, month
+        if covered >= fraction:
+            break
+    else:
+        return None
+    # Every month from there to the newest record's: those too rare for the statistics as well.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(quote_literal(%s || to_char(m, 'YYYYMM')), ' | ') FROM generate_series("
+            "to_date(%s, 'YYYYMM'), (SELECT max(updated_at) AT TIME ZONE 'UTC' FROM search_document), "
+            "interval '1 month') AS m",
+            [MONTH_PREFIX, oldest],
+        )
+        return cursor.fetchone()[0], covered
 
 
 def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
@@ -161,12 +234,14 @@ def keyword_arm(
     # when it is three times the cap.
     if df_estimate > (cap if unfiltered else 3 * cap):
         return _broad(match_query, weighted_terms, candidate_query, scope, depth, df_estimate)
-    score, score_params = _score_sql(weighted_terms, "m")
+    # The score is computed in the one pass over the matches: carrying each
+    # row's search_vector out of the scan to rank it later cost more.
+    score, score_params = _score_sql(weighted_terms, "d")
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH m AS MATERIALIZED (
-                SELECT d.id, d.kind, d.product_id, d.status, d.severity, d.search_vector
+                SELECT d.id, d.kind, d.product_id, d.status, d.severity, {score} AS score, {info_columns("d")}
                 FROM search_document d
                 WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
                 LIMIT %s
@@ -175,56 +250,37 @@ def keyword_arm(
                 (SELECT c FROM n),
                 CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
                 CASE WHEN (SELECT c FROM n) <= %s THEN (
-                    SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id)
-                    FROM (SELECT m.id, {score} AS score FROM m
-                          ORDER BY score DESC, m.id LIMIT %s) ranked
+                    SELECT {ranked_json("r")} FROM (SELECT * FROM m ORDER BY score DESC, id LIMIT %s) r
                 ) END
             """,
-            [match_query, *scope.params, cap + 1, cap, cap, *score_params, depth],
+            [*score_params, match_query, *scope.params, cap + 1, cap, cap, depth],
         )
-        count, facets, ranked = cursor.fetchone()
+        count, facets, rows = cursor.fetchone()
     if count <= cap:
-        return ArmResult(_pairs(ranked), count, True, _facet_dict(facets), match_query)
+        ranked, info = _ranked(rows)
+        return ArmResult(ranked, count, True, _facet_dict(facets), match_query, info)
 
     # Broad: rank a bounded candidate set, estimate total and facets.
-    return _broad(match_query, weighted_terms, candidate_query, scope, depth, max(df_estimate, cap + 1))
+    return _broad(match_query, weighted_terms, candidate_query, scope, depth, max(df_estimate, cap + 1), True)
 
 
-def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: float) -> ArmResult:
-    """More than EXACT_LIMIT matches. Candidates: the rarer terms' matches
-    (at most EXACT_LIMIT by construction), topped up, when those are fewer
-    than `depth`, with the RECENT_CANDIDATES most recently updated matches.
-    Up to EXACT_COUNT_LIMIT matches, one pass counts the matches, their
-    facets and picks the recent ones (about 2 µs a match). Past it, total and
-    facets are estimated from a sample, and finding the recent matches costs
-    min(matches, R * N / matches) row visits: a bitmap over all matches when
-    they are few, a walk down the updated_at index when they are many."""
-    n, _ = _corpus_stats()
+def _broad(match_query, weighted_terms, candidate_query, scope, depth, matches: float, above_cap=False) -> ArmResult:
+    """More than EXACT_LIMIT matches (about `matches`; `above_cap` when an
+    exact attempt counted past the limit). Candidates: the rarer terms'
+    matches (at most EXACT_LIMIT by construction), topped up, when those
+    are fewer than `depth`, with the RECENT_CANDIDATES most recently
+    updated matches. Total and facets are estimated from a sample. Every
+    step visits a bounded number of rows, however many match."""
     cap = setting("SEARCH_EXACT_LIMIT")
-    recent = setting("SEARCH_RECENT_CANDIDATES")
-    ranked = []
+    ranked, info = [], {}
     if candidate_query:
         source = ("d.search_vector @@ %s::tsquery AND", [candidate_query], "")
-        ranked = _rank_candidates(match_query, weighted_terms, scope, source, cap, depth)
-    top_up = recent if len(ranked) < depth else 0
-    # The estimate of a word typed as a prefix counts the word only, not its
-    # completions: leave it a fifth of headroom rather than pay for a pass
-    # that finds too many matches and is thrown away.
-    limit = setting("SEARCH_EXACT_COUNT_LIMIT")
-    if matches <= 0.8 * limit:
-        counted = _count_and_rank_recent(match_query, weighted_terms, scope, top_up, depth)
-        if counted is not None:
-            total, facets, more = counted
-            return ArmResult(_merged(ranked, more, depth), max(total, cap + 1), True, facets, match_query)
-        matches = limit + 1
-    if top_up:
-        walk = matches > (recent * n) ** 0.5
-        # "+ interval '0'" hides the index order from the planner: use the bitmap.
-        order = "ORDER BY d.updated_at DESC" if walk else "ORDER BY d.updated_at + interval '0' DESC"
-        more = _rank_candidates(match_query, weighted_terms, scope, ("", [], order), recent, depth)
-        ranked = _merged(ranked, more, depth)
+        ranked, info, _ = _rank_candidates(match_query, weighted_terms, scope, source, cap, depth)
+    if len(ranked) < depth:
+        more, more_info = _recent_candidates(match_query, weighted_terms, scope, depth, matches)
+        ranked, info = _merged(ranked, more, depth), {**more_info, **info}
     total, facets, exact = sample_matches(match_query, scope, matches)
-    return ArmResult(ranked, max(total, cap + 1), exact, facets, match_query)
+    return ArmResult(ranked, max(total, cap + 1) if above_cap else total, exact, facets, match_query, info)
 
 
 def _merged(ranked, more, depth: int) -> list[tuple[int, float]]:
@@ -232,59 +288,53 @@ def _merged(ranked, more, depth: int) -> list[tuple[int, float]]:
     return sorted(ranked + [r for r in more if r[0] not in seen], key=lambda r: (-r[1], r[0]))[:depth]
 
 
-def _count_and_rank_recent(match_query, weighted_terms, scope, recent: int, depth: int):
-    """One pass over the matches: their exact count and facets, and the best
-    `depth` of the `recent` most recently updated ones. None when there are
-    more than EXACT_COUNT_LIMIT matches (then they are sampled instead)."""
-    limit = setting("SEARCH_EXACT_COUNT_LIMIT")
-    score, score_params = _score_sql(weighted_terms, "c")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH m AS MATERIALIZED (
-                SELECT d.id, d.kind, d.product_id, d.status, d.severity, d.updated_at
-                FROM search_document d
-                WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
-                LIMIT %s
-            ), n AS (SELECT count(*) AS c FROM m)
-            SELECT
-                (SELECT c FROM n),
-                CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
-                CASE WHEN (SELECT c FROM n) <= %s THEN (
-                    SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
-                        SELECT c.id, {score} AS score FROM search_document c
-                        WHERE c.id = ANY(ARRAY(SELECT id FROM m ORDER BY updated_at DESC, id DESC LIMIT %s))
-                        ORDER BY score DESC, c.id LIMIT %s
-                    ) ranked
-                ) END
-            """,
-            [match_query, *scope.params, limit + 1, limit, limit, *score_params, recent, depth],
-        )
-        count, facets, ranked = cursor.fetchone()
-    if count > limit:
-        return None
-    return count, _facet_dict(facets), _pairs(ranked)
+def _recent_candidates(match_query, weighted_terms, scope, depth, matches: float):
+    """The best `depth` of the R = RECENT_CANDIDATES most recently updated
+    matches, by the cheapest of three ways, judged by the rows each visits
+    (N records, M matches): the matches of the last few months, chosen to
+    hold about 2R of them (the month tokens let the index skip the
+    others: about M times the months' share); a walk down the updated_at
+    index (R * N / M); a bitmap over every match (M). Filters can leave the
+    months short of R matches: then the other two decide."""
+    n, _ = _corpus_stats()
+    recent = setting("SEARCH_RECENT_CANDIDATES")
+    # "+ interval '0'" hides the index order from the planner: use the bitmap.
+    bitmap = "ORDER BY d.updated_at + interval '0' DESC"
+    walk = recent * n / max(matches, 1)
+    chosen = recent_months(2 * recent / max(matches, 1))
+    if chosen and chosen[1] * matches < min(walk, matches):
+        source = ("d.search_vector @@ %s::tsquery AND", [chosen[0]], bitmap)
+        ranked, info, found = _rank_candidates(match_query, weighted_terms, scope, source, recent, depth)
+        if found >= recent:
+            return ranked, info
+    source = ("", [], "ORDER BY d.updated_at DESC" if walk < matches else bitmap)
+    ranked, info, _ = _rank_candidates(match_query, weighted_terms, scope, source, recent, depth)
+    return ranked, info
 
 
-def _rank_candidates(match_query, weighted_terms, scope, source, limit, depth) -> list[tuple[int, float]]:
+def _rank_candidates(match_query, weighted_terms, scope, source, limit, depth):
     """Score at most `limit` matches picked by `source` (a WHERE prefix, its
-    parameters, an ORDER BY); the best `depth` of them."""
+    parameters, an ORDER BY); the best `depth` of them, their RowInfo, and
+    how many were scored."""
     condition, source_params, order = source
-    score, score_params = _score_sql(weighted_terms, "c")
+    score, score_params = _score_sql(weighted_terms, "x")
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT json_agg(json_build_array(id, score) ORDER BY score DESC, id) FROM (
-                SELECT c.id, {score} AS score FROM (
-                    SELECT d.id, d.search_vector FROM search_document d
+            WITH c AS MATERIALIZED (
+                SELECT x.id, {score} AS score, {info_columns("x")} FROM (
+                    SELECT d.* FROM search_document d
                     WHERE {condition} d.search_vector @@ %s::tsquery AND ({scope.where})
                     {order} LIMIT %s
-                ) c ORDER BY score DESC, c.id LIMIT %s
-            ) ranked
+                ) x
+            )
+            SELECT (SELECT count(*) FROM c),
+                   (SELECT {ranked_json("r")} FROM (SELECT * FROM c ORDER BY score DESC, id LIMIT %s) r)
             """,
             [*score_params, *source_params, match_query, *scope.params, limit, depth],
         )
-        return _pairs(cursor.fetchone()[0])
+        found, rows = cursor.fetchone()
+    return *_ranked(rows), found
 
 
 _FACETS_SQL = """
@@ -316,90 +366,133 @@ def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
 
 
 def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
-    """Total and facets of a match set too broad to count in one pass,
-    estimated from a repeatable page sample of about SEARCH_SAMPLE_MATCHES
-    matching rows (the whole table when that is what the sample would take)."""
+    """Total and facets of a broad match set, estimated from a uniform
+    sample of about SEARCH_SAMPLE_MATCHES of the `expected` matches: those in
+    the first b of the SAMPLE_BUCKETS sample buckets (search.sql), which the
+    GIN index picks out without visiting the other rows. Filters can leave
+    far fewer matches than expected; a sample that finds too few is taken
+    again, larger (up to every match, then counted exactly)."""
     target = setting("SEARCH_SAMPLE_MATCHES")
-    percent = min(100.0, max(0.2, 100.0 * target / expected))
-    if percent >= 100.0:
-        source, params, scale = "search_document d", [], 1.0
-    else:
-        source, params, scale = "search_document d TABLESAMPLE SYSTEM (%s) REPEATABLE (17)", [percent], 100 / percent
+    buckets = math.ceil(target * SAMPLE_BUCKETS / max(expected, 1))
+    for attempt in range(2):
+        buckets = min(buckets, SAMPLE_BUCKETS)
+        query, params = "%s::tsquery", [match_query]
+        if buckets < SAMPLE_BUCKETS:
+            query += " && %s::tsquery"
+            params.append(" | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets)))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH s AS MATERIALIZED (
+                    SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
+                    WHERE d.search_vector @@ ({query}) AND ({scope.where})
+                )
+                SELECT (SELECT count(*) FROM s), ({_FACETS_SQL.format(source="s")})
+                """,
+                [*params, *scope.params],
+            )
+            count, facets = cursor.fetchone()
+        if buckets == SAMPLE_BUCKETS or count >= target / 4 or attempt:
+            break
+        buckets = math.ceil(buckets * target / max(count, 1))
+    scale = SAMPLE_BUCKETS / buckets
+    return round(count * scale), _facet_dict(facets, scale), buckets == SAMPLE_BUCKETS
+
+
+def _ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:
+    """(id, score) pairs and RowInfo from ranked_json's array."""
+    pairs, info = [], {}
+    for pk, score, updated, created, has_vector, title in rows or []:
+        pairs.append((int(pk), float(score)))
+        info[int(pk)] = RowInfo(float(updated), float(created), has_vector, title)
+    return pairs, info
+
+
+def row_info(ids) -> dict[int, RowInfo]:
+    """RowInfo of rows no arm ranked (a key match, a typo fallback's titles)."""
+    if not ids:
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            WITH s AS MATERIALIZED (
-                SELECT d.kind, d.product_id, d.status, d.severity FROM {source}
-                WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
-            )
-            SELECT (SELECT count(*) FROM s), ({_FACETS_SQL.format(source="s")})
-            """,
-            [*params, match_query, *scope.params],
+            f"SELECT {ranked_json('r')} FROM (SELECT d.id, 0 AS score, {info_columns('d')} "
+            "FROM search_document d WHERE d.id = ANY(%s)) r",
+            [list(ids)],
         )
-        count, facets = cursor.fetchone()
-    return round(count * scale), _facet_dict(facets, scale), scale == 1.0
-
-
-def _pairs(ranked) -> list[tuple[int, float]]:
-    return [(int(pk), float(score)) for pk, score in (ranked or [])]
+        return _ranked(cursor.fetchone()[0])[1]
 
 
 # -- semantic arm ---------------------------------------------------------------
 
 
-def semantic_arm(vector, model_id: str, scope: Scope, depth: int) -> ArmResult:
+def configure_connection(sender, connection, **kwargs) -> None:
+    """Session settings for the semantic arm, once per new connection rather
+    than a transaction and a statement per query: iterative index scans and
+    SEARCH_HNSW_EF_SEARCH. Set outside any transaction, so no rollback
+    undoes them; semantic_arm sets its own when it needs another ef_search."""
+    if connection.vendor != "postgresql":
+        return
+    ef_search = int(setting("SEARCH_HNSW_EF_SEARCH"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), set_config('hnsw.ef_search', %s, false)",
+            [str(ef_search)],
+        )
+    connection.hnsw_ef_search = ef_search
+
+
+def semantic_arm(vector, model_id: str, scope: Scope, depth: int, keyword_query: str = "") -> ArmResult:
     """The `depth` nearest records with a current vector, within `scope`.
 
     hnsw.iterative_scan lets the index keep scanning while filters reject
     rows, so a selective filter still fills the page (pgvector 0.8+).
+    With `keyword_query` (hybrid), `outside` counts and facets the
+    neighbours that the keyword arm's match set does not hold.
     """
     literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-        ef_search = max(setting("SEARCH_HNSW_EF_SEARCH"), min(depth, 1000))
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-        cursor.execute(
-            f"""
-            SELECT d.id, 1 - (d.embedding <=> %s::halfvec) AS similarity, d.kind, d.product_id, d.status, d.severity
-            FROM search_document d
-            WHERE d.embedding IS NOT NULL AND d.embedding_model = %s AND ({scope.where})
-            ORDER BY d.embedding <=> %s::halfvec
-            LIMIT %s
-            """,
-            [literal, model_id, *scope.params, literal, depth],
-        )
-        rows = cursor.fetchall()
+    ef_search = max(setting("SEARCH_HNSW_EF_SEARCH"), min(depth, 1000))
+    matches = "d.search_vector @@ %s::tsquery" if keyword_query else "FALSE"
+    sql = f"""
+        SELECT d.id, d.embedding <=> %s::halfvec AS distance, d.kind, d.product_id, d.status, d.severity,
+               {matches}, {info_columns("d")}
+        FROM search_document d
+        WHERE d.embedding IS NOT NULL AND d.embedding_model = %s AND ({scope.where})
+        ORDER BY distance
+        LIMIT %s
+    """
+    params = [literal, *([keyword_query] if keyword_query else []), model_id, *scope.params, depth]
+    if getattr(connection, "hnsw_ef_search", None) == ef_search:  # the session's own (configure_connection)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    else:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.ef_search', %s, true)",
+                [str(int(ef_search))],
+            )
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
     # relaxed_order may return neighbours slightly out of order.
-    rows.sort(key=lambda row: (-row[1], row[0]))
-    facets = empty_facets()
-    for _, _, kind, product_id, status, severity in rows:
-        _bump(facets["kind"], kind)
-        _bump(facets["product"], str(product_id))
-        if status:
-            _bump(facets["status"], status)
-        if severity:
-            _bump(facets["severity"], severity)
-    return ArmResult([(row[0], float(row[1])) for row in rows], len(rows), True, facets)
+    rows.sort(key=lambda row: (row[1], row[0]))
+    facets, outside = empty_facets(), empty_facets()
+    info, outside_count = {}, 0
+    for pk, _, kind, product_id, status, severity, matched, updated, created, has_vector, title in rows:
+        for counts in (facets, outside) if not matched else (facets,):
+            _bump(counts["kind"], kind)
+            _bump(counts["product"], str(product_id))
+            if status:
+                _bump(counts["status"], status)
+            if severity:
+                _bump(counts["severity"], severity)
+        outside_count += not matched
+        info[pk] = RowInfo(float(updated), float(created), has_vector, title)
+    ranked = [(row[0], 1.0 - float(row[1])) for row in rows]
+    return ArmResult(ranked, len(rows), True, facets, info=info, outside=(outside_count, outside))
 
 
 def _bump(counter: dict, key) -> None:
     counter[key] = counter.get(key, 0) + 1
-
-
-def facets_outside(match_query: str, ids: list[int]) -> tuple[int, dict[str, dict[str, int]]]:
-    """Count and facets of those of `ids` that do not match the keyword
-    query: the semantic neighbours a hybrid match set adds, in one query."""
-    if not ids:
-        return 0, empty_facets()
-    if match_query:
-        outside, params = "id = ANY(%s) AND NOT (search_vector @@ %s::tsquery)", [ids, match_query]
-    else:
-        outside, params = "id = ANY(%s)", [ids]
-    source = f"(SELECT * FROM search_document WHERE {outside}) x"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT (SELECT count(*) FROM {source}), ({_FACETS_SQL.format(source=source)})", params * 2)
-        count, facets = cursor.fetchone()
-    return count, _facet_dict(facets)
 
 
 def facets_of(ids: list[int]) -> dict[str, dict[str, int]]:

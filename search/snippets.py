@@ -48,7 +48,9 @@ class PageDocument:
     fields: dict
 
 
-def page_documents(ids: list[int]) -> dict[int, PageDocument]:
+def page_documents(ids: list[int], with_fields: bool = True) -> dict[int, PageDocument]:
+    """The page's rows; with `with_fields`, each record's text fields too
+    (for snippets and include_content), read from its own table."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT d.id, d.kind, d.record_id, d.key, p.key, d.title, d.status, d.severity, d.created_at, "
@@ -57,6 +59,8 @@ def page_documents(ids: list[int]) -> dict[int, PageDocument]:
             [ids],
         )
         documents = {row[0]: PageDocument(*row, fields={}) for row in cursor.fetchall()}
+        if not with_fields:
+            return documents
         by_kind: dict[str, list[PageDocument]] = {}
         for doc in documents.values():
             by_kind.setdefault(doc.kind, []).append(doc)

@@ -102,6 +102,30 @@ $$;
 """
 
 
+# Two tokens that no text produces (search_words() drops "~", and a raw
+# tsquery goes through the same parser), added to every search_vector so
+# that the GIN index itself can narrow a broad match set, visiting only the
+# rows it keeps:
+# - a sample bucket, the record id modulo SAMPLE_BUCKETS: "the matches in
+#   buckets 0..b-1" is a uniform sample of b / SAMPLE_BUCKETS of them, so
+#   totals and facets are estimated from a few hundred rows however many
+#   match (search.ranking.sample_matches);
+# - the month of updated_at (UTC): "the matches of the last few months"
+#   finds the most recent matches without visiting the others
+#   (search.ranking.recent_months).
+# They carry no position and no query ever ranks by them.
+SAMPLE_BUCKETS = 256
+SAMPLE_PREFIX = "~s"
+MONTH_PREFIX = "~m"
+
+
+def _markers() -> str:
+    return (
+        f"array_to_tsvector(ARRAY['{SAMPLE_PREFIX}' || (r.id % {SAMPLE_BUCKETS}), "
+        f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')])"
+    )
+
+
 def _vector(weights: dict[str, list[str]]) -> str:
     parts = []
     for weight, columns in weights.items():
@@ -123,7 +147,7 @@ def index_rows_sql(kind: str, source: str) -> str:
     INSERT INTO search_document ({COLUMNS})
     SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
            {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
-           {_vector(spec["weights"])}, md5({spec["title"]} || E'\\n' || x.body)
+           {_vector(spec["weights"])} || {_markers()}, md5({spec["title"]} || E'\\n' || x.body)
     FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(spec["body"])}) AS body) x
     ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
     """

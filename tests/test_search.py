@@ -167,17 +167,15 @@ def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(co
 
 
 @pytest.mark.parametrize(
-    "count_limit, sample, exact",
+    "sample, exact",
     [
-        (6000, 400, True),  # counted, faceted and the recent matches picked in one pass
-        (2, 400, True),  # that pass finds too many: a sample, which here is the whole table
-        (2, 1, False),  # a real sample: total and facets are estimates
+        (400, True),  # the sample would take every bucket: the matches are counted
+        (1, False),  # a real sample: total and facets are estimates
     ],
 )
-def test_broad_match_sets_rank_like_the_exact_path(corpus, settings, count_limit, sample, exact):
+def test_broad_match_sets_rank_like_the_exact_path(corpus, settings, sample, exact):
     exact_path = run("renew", mode="keyword")
     settings.SEARCH_EXACT_LIMIT = 1  # every query with two or more matches is broad
-    settings.SEARCH_EXACT_COUNT_LIMIT = count_limit
     settings.SEARCH_SAMPLE_MATCHES = sample
 
     broad = run("renew", mode="keyword")
@@ -189,6 +187,93 @@ def test_broad_match_sets_rank_like_the_exact_path(corpus, settings, count_limit
         assert (broad.total, broad.facets) == (exact_path.total, exact_path.facets)
     else:
         assert broad.total >= 2
+
+
+@pytest.fixture
+def months_of_bugs(db):
+    """512 bugs, "number 0" to "number 511", 64 updated in each of eight
+    months; every eighth is a crash, the others freezes; severities
+    alternate. Statistics fresh, as after an import."""
+    from django.db import connection
+
+    early = datetime(2025, 1, 1, tzinfo=UTC).isoformat()
+    records = [{"kind": "product", "key": "PRD-5", "name": "Tramline Mobile", "created_at": early, "updated_at": early}]
+    for i in range(512):
+        month, day = 1 + i // 64, 1 + i % 28
+        stamp = datetime(2025, month, day, 9, i % 60, tzinfo=UTC).isoformat()
+        title = f"{'Crash' if i % 8 == 0 else 'Freeze'} number {i}"
+        severity = "high" if i % 2 else "low"
+        records.append(bug(f"BUG-{i}", title, product="PRD-5", severity=severity, updated_at=stamp))
+    assert import_records(jsonl(*records).splitlines()).written
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE search_document")
+    return records[1:]
+
+
+def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(months_of_bugs, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from search.ranking import recent_months
+
+    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_RECENT_CANDIDATES = 4
+    crashes = [r for r in months_of_bugs if r["title"].startswith("Crash")]
+    newest = sorted(crashes, key=lambda r: r["updated_at"])[-4:]
+
+    # Twice four of the 64 crashes: 1/8 of them, about 1/8 of all records.
+    # The last month holds 64 of the 513 records, just short; two hold 128.
+    assert recent_months(8 / 64) == ("'~m202507' | '~m202508'", pytest.approx(128 / 513))
+    with CaptureQueriesContext(connection) as queries:
+        response = run("crash", mode="keyword", limit=100)
+
+    # The months visit about 16 rows, a walk down updated_at about 32.
+    assert any("''~m202507'' | ''~m202508''" in query["sql"] for query in queries)  # quoted in a literal
+    assert set(keys(response)) == {r["key"] for r in newest}
+
+
+def test_a_query_matching_everything_walks_down_the_newest(months_of_bugs, settings):
+    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_RECENT_CANDIDATES = 10
+    newest = sorted(months_of_bugs, key=lambda r: r["updated_at"])[-10:]
+
+    response = run("number", mode="keyword", limit=100, entities=["bug"])
+
+    assert set(keys(response)) == {r["key"] for r in newest}
+
+
+def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, settings):
+    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_SAMPLE_MATCHES = 64  # 32 of the 256 buckets: 64 of 512 consecutive ids
+
+    response = run("number", mode="keyword", entities=["bug"])
+
+    assert response.total_exact is False
+    assert response.total == 512
+    assert {f.value: f.count for f in response.facets.severity} == {"high": 256, "low": 256}
+
+
+def test_a_filter_that_leaves_few_matches_takes_a_larger_sample(months_of_bugs, settings):
+    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_SAMPLE_MATCHES = 64
+    after = "2025-08-24T00:00:00+00:00"
+    late = [r for r in months_of_bugs if r["updated_at"] >= after]
+
+    # A 1-in-8 sample of these ten finds one or two, too few: the second
+    # sample takes every bucket, so they are counted.
+    response = run("number", mode="keyword", updated_after=after)
+
+    assert len(late) == 10
+    assert (response.total, response.total_exact) == (10, True)
+    assert set(keys(response)) == {r["key"] for r in late}
+
+
+def test_a_last_word_that_fills_the_candidate_list_is_taken_as_typed(corpus, settings):
+    # "pay" is a word of TEST-1 and the start of "payment" (BUG-1).
+    assert run("pay", mode="keyword").total == 2
+    settings.SEARCH_ARM_DEPTH = 1  # "pay" alone fills it
+    assert keys(run("pay", mode="keyword")) == ["TEST-1"]
+    assert run("pay", mode="keyword").total == 1
 
 
 def test_prefix_of_the_last_word(corpus):
@@ -448,6 +533,60 @@ def test_filters_are_inside_the_semantic_arm(embedded, mode, filters, allowed):
     assert response.total == len(allowed)
     counted = sum(f.count for f in response.facets.kind)
     assert counted == len(allowed)  # facets leak nothing outside the filter
+
+
+def test_every_connection_starts_with_the_semantic_arms_index_settings(db, settings):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        assert cursor.fetchone() == (str(settings.SEARCH_HNSW_EF_SEARCH), "relaxed_order")
+    assert connection.hnsw_ef_search == settings.SEARCH_HNSW_EF_SEARCH
+
+
+def test_a_selective_filter_fills_the_page_through_the_vector_index(db, settings):
+    """400 bugs with random vectors, 5 of them fixed; the index is forced and
+    asked for only 10 neighbours (ef_search). Without iterative scans it
+    would hand back 10 neighbours, most of them filtered out."""
+    import numpy as np
+    from django.db import connection, transaction
+
+    from search.embeddings import get_provider
+
+    records = [{"kind": "product", "key": "PRD-6", "name": "Tramline Mobile"}]
+    records += [
+        bug(f"BUG-{i}", f"Report {i}", product="PRD-6", status="fixed" if i % 80 == 0 else "open") for i in range(400)
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(401, 384))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    model = get_provider().model_id
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM search_document ORDER BY id")
+        ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute(
+            "UPDATE search_document d SET embedding = v.e::halfvec, embedding_model = %s, "
+            "embedding_hash = content_hash FROM unnest(%s::bigint[], %s::text[]) AS v(id, e) WHERE d.id = v.id",
+            [model, ids, ["[" + ",".join(f"{x:.5f}" for x in vector) + "]" for vector in vectors]],
+        )
+        cursor.execute("ANALYZE search_document")
+        cursor.execute("SET enable_seqscan = off")  # rolled back with the test's transaction
+    settings.SEARCH_HNSW_EF_SEARCH = 10
+    fixed = {f"BUG-{i}" for i in range(0, 400, 80)}
+
+    response = run("a report of anything", mode="semantic", status=["fixed"])
+
+    assert set(keys(response)) == fixed
+    with transaction.atomic(), connection.cursor() as cursor:  # the same scan, not iterative
+        cursor.execute("SET LOCAL hnsw.iterative_scan = off")
+        cursor.execute("SET LOCAL hnsw.ef_search = 10")
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM search_document WHERE status = 'fixed' "
+            "ORDER BY embedding <=> %s::halfvec LIMIT 20) s",
+            ["[" + ",".join(f"{x:.5f}" for x in vectors[1]) + "]"],
+        )
+        assert cursor.fetchone()[0] < len(fixed)
 
 
 def test_records_without_vectors_still_rank_by_keyword(embedded):

@@ -155,26 +155,32 @@ def test_content_hash_changes_with_the_text_only(product):
     assert before == unchanged != changed
 
 
-def test_the_search_vector_stays_in_the_row(product):
+def test_the_search_vector_and_short_columns_stay_in_the_row(product):
     """A long record with an embedding passes PostgreSQL's TOAST threshold:
-    the body and the embedding go out of line, the tsvector stays in the row
-    (migration 0006), so ranking never fetches it from the TOAST table."""
+    the body and the embedding go out of line; the tsvector (migration 0006),
+    the title, key and hashes (0009) stay in the row, so ranking a candidate
+    never reads the TOAST table."""
     import random
 
     from search.models import EMBEDDING_DIMENSIONS
 
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8)) for _ in range(300)]
-    Bug.objects.create(key="BUG-1", product=product, title="Long report", description=" ".join(words))
-    Document.objects.filter(key="BUG-1").update(embedding=[rng.random() for _ in range(EMBEDDING_DIMENSIONS)])
+    title = "A long report whose title is long enough to be worth moving out of line, " * 2
+    Bug.objects.create(key="BUG-1", product=product, title=title, description=" ".join(words))
+    Document.objects.filter(key="BUG-1").update(
+        embedding=[rng.random() for _ in range(EMBEDDING_DIMENSIONS)], embedding_model="m" * 40
+    )
 
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_column_toast_chunk_id(body) IS NOT NULL, pg_column_toast_chunk_id(embedding) IS NOT NULL, "
-            "pg_column_toast_chunk_id(search_vector) IS NOT NULL, length(search_vector) "
+            "ARRAY[pg_column_toast_chunk_id(search_vector), pg_column_toast_chunk_id(title), "
+            "pg_column_toast_chunk_id(key), pg_column_toast_chunk_id(content_hash), "
+            "pg_column_toast_chunk_id(embedding_model)] "
             "FROM search_document WHERE key = 'BUG-1'"
         )
-        body_out, embedding_out, vector_out, lexemes = cursor.fetchone()
+        body_out, embedding_out, kept = cursor.fetchone()
 
-    assert (body_out, embedding_out, lexemes) == (True, True, 302)  # the row was over the threshold
-    assert vector_out is False
+    assert (body_out, embedding_out) == (True, True)  # the row was over the threshold
+    assert kept == [None] * 5
