@@ -293,7 +293,7 @@ def _boost(candidates: dict[int, Candidate], query: str | None, key_match: int |
     half_life_seconds = setting("SEARCH_RECENCY_HALF_LIFE") * 86400
     title_boost = setting("SEARCH_TITLE_BOOST") / k
     wanted = _normalize_title(query) if query else None
-    first_word = wanted.split(" ", 1)[0] if wanted else ""
+    ends = (wanted.split(" ")[0], wanted.split(" ")[-1]) if wanted else ()
     # Ages count from today's midnight, not from this instant, so scores (and
     # so the cursors built from them) stay the same from page to page.
     now = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
@@ -304,8 +304,9 @@ def _boost(candidates: dict[int, Candidate], query: str | None, key_match: int |
             share = semantic_weight / (k + candidate.keyword_rank)
             candidate.boosts["awaiting_embedding"] = round(share, 6)
             candidate.score += share
-        # The substring test spares normalizing titles that cannot be equal.
-        if wanted and first_word in info.title.lower() and _normalize_title(info.title) == wanted:
+        # The substring tests spare normalizing titles that cannot be equal.
+        lower = info.title.lower()
+        if wanted and all(end in lower for end in ends) and _normalize_title(info.title) == wanted:
             candidate.boosts["exact_title"] = title_boost
             candidate.score += title_boost
         if recency_weight:

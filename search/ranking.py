@@ -96,6 +96,18 @@ def ranked_json(alias: str) -> str:
     )
 
 
+def best_rows_json(source: str) -> str:
+    """ranked_json of the best %s rows of `source` (columns id, tid, score).
+    RowInfo is read for those rows only, through their ctid (a TID join:
+    the same snapshot, the same tuples): carrying it for every match
+    through the ranking costs more."""
+    return (
+        f"SELECT {ranked_json('r')} FROM (SELECT t.id, t.score, {info_columns('d')} "
+        f"FROM (SELECT * FROM {source} ORDER BY score DESC, id LIMIT %s) t "
+        "JOIN search_document d ON d.ctid = t.tid) r"
+    )
+
+
 @dataclass
 class ArmResult:
     ranked: list[tuple[int, float]]  # (document id, score), best first
@@ -139,31 +151,31 @@ def _corpus_stats() -> tuple[float, dict[str, float]]:
 
 
 def recent_months(fraction: float) -> tuple[str, float] | None:
-    """A tsquery of the newest months of updated_at (sql.MONTH_PREFIX
-    tokens) that together hold at least `fraction` of all records, and the
-    fraction they hold, from the column statistics. None when that would be
-    most records anyway, or when the statistics do not know the months (a
-    small or unanalyzed corpus, cheap to read in full)."""
+    """The newest months of updated_at that together hold at least
+    `fraction` of all records, from the column statistics of the month
+    tokens (sql.MONTH_PREFIX): the oldest of them (YYYYMM) and the fraction
+    they hold. None when that would be most records anyway, or when the
+    statistics do not know the months (a small or unanalyzed corpus, cheap
+    to read in full)."""
     if fraction >= 0.5:
         return None
     _, freq = _corpus_stats()
     months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
-    covered, oldest = 0.0, None
+    covered = 0.0
     for month, share in months:
-        covered, oldest = covered + share, month
+        covered += share
         if covered >= fraction:
-            break
-    else:
-        return None
-    # Every month from there to the newest record's: those too rare for the statistics as well.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT string_agg(quote_literal(%s || to_char(m, 'YYYYMM')), ' | ') FROM generate_series("
-            "to_date(%s, 'YYYYMM'), (SELECT max(updated_at) AT TIME ZONE 'UTC' FROM search_document), "
-            "interval '1 month') AS m",
-            [MONTH_PREFIX, oldest],
-        )
-        return cursor.fetchone()[0], covered
+            return month, covered
+    return None
+
+
+# The month tokens from a month (YYYYMM) to the newest record's, as one
+# tsquery: months too rare for the statistics count as well.
+MONTHS_SINCE_SQL = (
+    "(SELECT string_agg(quote_literal(%s || to_char(m, 'YYYYMM')), ' | ')::tsquery FROM generate_series("
+    "to_date(%s, 'YYYYMM'), (SELECT max(updated_at) AT TIME ZONE 'UTC' FROM search_document), "
+    "interval '1 month') AS m)"
+)
 
 
 def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
@@ -241,7 +253,7 @@ def keyword_arm(
         cursor.execute(
             f"""
             WITH m AS MATERIALIZED (
-                SELECT d.id, d.kind, d.product_id, d.status, d.severity, {score} AS score, {info_columns("d")}
+                SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
                 FROM search_document d
                 WHERE d.search_vector @@ %s::tsquery AND ({scope.where})
                 LIMIT %s
@@ -249,9 +261,7 @@ def keyword_arm(
             SELECT
                 (SELECT c FROM n),
                 CASE WHEN (SELECT c FROM n) <= %s THEN ({_FACETS_SQL.format(source="m")}) END,
-                CASE WHEN (SELECT c FROM n) <= %s THEN (
-                    SELECT {ranked_json("r")} FROM (SELECT * FROM m ORDER BY score DESC, id LIMIT %s) r
-                ) END
+                CASE WHEN (SELECT c FROM n) <= %s THEN ({best_rows_json("m")}) END
             """,
             [*score_params, match_query, *scope.params, cap + 1, cap, cap, depth],
         )
@@ -303,7 +313,7 @@ def _recent_candidates(match_query, weighted_terms, scope, depth, matches: float
     walk = recent * n / max(matches, 1)
     chosen = recent_months(2 * recent / max(matches, 1))
     if chosen and chosen[1] * matches < min(walk, matches):
-        source = ("d.search_vector @@ %s::tsquery AND", [chosen[0]], bitmap)
+        source = (f"d.search_vector @@ {MONTHS_SINCE_SQL} AND", [MONTH_PREFIX, chosen[0]], bitmap)
         ranked, info, found = _rank_candidates(match_query, weighted_terms, scope, source, recent, depth)
         if found >= recent:
             return ranked, info
@@ -322,14 +332,13 @@ def _rank_candidates(match_query, weighted_terms, scope, source, limit, depth):
         cursor.execute(
             f"""
             WITH c AS MATERIALIZED (
-                SELECT x.id, {score} AS score, {info_columns("x")} FROM (
-                    SELECT d.* FROM search_document d
+                SELECT x.id, x.tid, {score} AS score FROM (
+                    SELECT d.id, d.ctid AS tid, d.search_vector FROM search_document d
                     WHERE {condition} d.search_vector @@ %s::tsquery AND ({scope.where})
                     {order} LIMIT %s
                 ) x
             )
-            SELECT (SELECT count(*) FROM c),
-                   (SELECT {ranked_json("r")} FROM (SELECT * FROM c ORDER BY score DESC, id LIMIT %s) r)
+            SELECT (SELECT count(*) FROM c), ({best_rows_json("c")})
             """,
             [*score_params, *source_params, match_query, *scope.params, limit, depth],
         )
