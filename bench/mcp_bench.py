@@ -34,6 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# As in production, here and in the server processes it starts: with DEBUG
+# on, Django records every SQL statement it runs.
+os.environ.setdefault("DEBUG", "false")
+os.environ.setdefault("SECRET_KEY", "mcp-bench-only")
 
 import django  # noqa: E402
 
@@ -41,6 +45,7 @@ django.setup()
 
 import anyio  # noqa: E402
 import tiktoken  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import setup_databases, teardown_databases  # noqa: E402
@@ -184,7 +189,8 @@ def main() -> None:
 
     print(f"# MCP overhead: {args.records:,} demo records; search {args.query!r} (hybrid, 20 concise hits), get 1 key")
     print(f"# {args.calls} calls each after {WARM_UP} warm-up calls, one at a time")
-    print(f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    print(f"# machine: {machine}, DEBUG {settings.DEBUG}")
     print(f"# load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| call | path | median ms | p95 ms | overhead ms (median) | ratio |")
     print("|---|---|---|---|---|---|")
