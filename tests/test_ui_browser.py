@@ -5,7 +5,7 @@ files too).
 Alice (staff) logs in, types, filters, pages, opens records and moves by
 keyboard; Bob (not staff) and a visitor are refused; Mallory's bug, whose
 title is an <img onerror> tag, stays text. Screenshots go to
-artifacts/screenshots/ (docs/screenshots/search.png is a copy of search.png).
+artifacts/screenshots/ (docs/screenshots/ keeps copies of three of them).
 
 Playwright's sync API keeps an event loop running in this thread, which
 makes Django refuse database calls here (SynchronousOnlyOperation), so the
