@@ -25,7 +25,9 @@ that is a record key (BUG-1432) puts that record first.
 import base64
 import hashlib
 import json
+import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +50,8 @@ from .contract import (
 from .embeddings import get_provider
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .ranking import Scope, setting
+
+logger = logging.getLogger(__name__)
 
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
 
@@ -112,11 +116,13 @@ class Candidate:
     info: ranking.RowInfo | None = None
 
 
-def _frequencies(parsed: ParsedQuery) -> tuple[float, dict[str, float]]:
+def _frequencies(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]]:
     """N and the document frequency of each term (the whole tsquery in raw
-    mode). Settles whether the last word is also a prefix
-    (ParsedQuery.settle_prefix) on the way: a word that fills the keyword
-    arm's candidate list by itself is taken as typed."""
+    mode), over the whole corpus. Settles whether the last word is also a
+    prefix (ParsedQuery.settle_prefix) on the way: a word that fills the
+    keyword arm's candidate list by itself is taken as typed. Only without
+    filters or access rules: corpus-wide counts say nothing of the records
+    in scope, and must not decide what a user who sees fewer gets."""
     if parsed.raw is not None:
         return ranking.document_frequencies([parsed.raw] if parsed.raw else [])
 
@@ -124,7 +130,8 @@ def _frequencies(parsed: ParsedQuery) -> tuple[float, dict[str, float]]:
         return [t.match for t in parsed.terms + parsed.units]
 
     n, df = ranking.document_frequencies(needed() + [t.whole for t in parsed.terms if t.whole])
-    parsed.settle_prefix(df, setting("SEARCH_ARM_DEPTH"))
+    if scope.everything:
+        parsed.settle_prefix(df, setting("SEARCH_ARM_DEPTH"))
     if missing := [q for q in needed() if q not in df]:  # a camel-case word's parts changed with it
         df.update(ranking.document_frequencies(missing)[1])
     return n, df
@@ -286,8 +293,12 @@ def _boost(candidates: dict[int, Candidate], query: str | None, key_match: int |
     if not candidates:
         return
     missing = [c.id for c in candidates.values() if c.info is None]
-    for doc_id, info in ranking.row_info(missing).items():
-        candidates[doc_id].info = info
+    found = ranking.row_info(missing)
+    for doc_id in missing:  # a key match or typo match deleted a moment ago is gone
+        if doc_id in found:
+            candidates[doc_id].info = found[doc_id]
+        else:
+            del candidates[doc_id]
     k = setting("SEARCH_RRF_K")
     recency_weight = setting("SEARCH_RECENCY_WEIGHT")
     half_life_seconds = setting("SEARCH_RECENCY_HALF_LIFE") * 86400
@@ -354,14 +365,14 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     key_match = _key_lookup(request.query, scope)
     keyword = corrected = None
     if mode in ("hybrid", "keyword"):
-        stats = _frequencies(parsed)
+        stats = _frequencies(parsed, scope)
         keyword = _keyword(parsed, scope, depth, stats)
         typo_possible = keyword is not None and parsed.raw is None and key_match is None
         if typo_possible and keyword.total < setting("SEARCH_RELAX_BELOW"):
             fallback, corrected = _typo_fallback(parsed, scope, depth, stats[1])
             if corrected:
                 parsed = parse(corrected, request.match_mode)
-                keyword = _keyword(parsed, scope, depth, _frequencies(parsed))
+                keyword = _keyword(parsed, scope, depth, _frequencies(parsed, scope))
             elif fallback is not None and fallback.total > keyword.total:
                 keyword = fallback
     semantic_depth = depth if mode == "semantic" else min(depth, setting("SEARCH_SEMANTIC_DEPTH"))
@@ -602,21 +613,37 @@ def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_q
 # -- index health ---------------------------------------------------------------------------
 
 
-_health_cache: dict = {}
+# (database, model) -> (when counted, IndexHealth); the keys being refreshed.
+_health_cache: dict[tuple[str, str], tuple[float, IndexHealth]] = {}
+_health_refreshing: set[tuple[str, str]] = set()
+_health_lock = threading.Lock()
 HEALTH_TTL_SECONDS = 5.0
+LARGE_INDEX = 10_000
 
 
 def index_health() -> IndexHealth:
     """How complete the vector index is for the active model.
 
-    Counting is a scan of the whole index table; above 10,000 documents
-    the figure is reused for HEALTH_TTL_SECONDS within a process, so it may
-    lag a few seconds behind the embedding worker.
+    Counting is a scan of the whole index table (about 50 ms at 100,000
+    records). Up to LARGE_INDEX documents every call counts. Above it a
+    process answers with its last count and, once that is HEALTH_TTL_SECONDS
+    old, counts again in a background thread (stale while revalidating): no
+    search waits for the scan, and the figure may lag the embedding worker
+    by a few seconds.
     """
-    model_id = get_provider().model_id
-    cached = _health_cache.get(model_id)
-    if cached and time.monotonic() - cached[0] < HEALTH_TTL_SECONDS:
+    key = (connection.settings_dict["NAME"], get_provider().model_id)
+    cached = _health_cache.get(key)
+    if cached:
+        if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:
+            _recount_in_background(key)
         return cached[1]
+    health = _count_health(key[1])
+    if health.documents > LARGE_INDEX:
+        _health_cache[key] = (time.monotonic(), health)
+    return health
+
+
+def _count_health(model_id: str) -> IndexHealth:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(*) FILTER (WHERE embedding_model = %s AND embedding_hash = content_hash) "
@@ -624,12 +651,31 @@ def index_health() -> IndexHealth:
             [model_id],
         )
         documents, embedded = cursor.fetchone()
-    health = IndexHealth(
+    return IndexHealth(
         documents=documents,
         embedded=embedded,
         coverage=round(embedded / documents, 4) if documents else 1.0,
         model=model_id,
     )
-    if documents > 10_000:
-        _health_cache[model_id] = (time.monotonic(), health)
-    return health
+
+
+def _recount_in_background(key: tuple[str, str]) -> None:
+    with _health_lock:
+        if key in _health_refreshing:
+            return
+        _health_refreshing.add(key)
+
+    def recount() -> None:
+        try:
+            if connection.settings_dict["NAME"] != key[0]:  # not this process's database: count on the next call
+                _health_cache.pop(key, None)
+                return
+            _health_cache[key] = (time.monotonic(), _count_health(key[1]))
+        except Exception:  # the last figure stays; the next search tries again
+            logger.warning("Counting the embedded records failed", exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+            with _health_lock:
+                _health_refreshing.discard(key)
+
+    threading.Thread(target=recount, name="search-index-health", daemon=True).start()

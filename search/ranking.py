@@ -28,6 +28,7 @@ Every ranked row comes back with what fusion needs of it (RowInfo), read in
 the same pass: no statement visits the candidates a second time.
 """
 
+import hashlib
 import math
 import re
 import time
@@ -77,13 +78,13 @@ class RowInfo:
 
 def info_columns(alias: str) -> str:
     """RowInfo's columns of search_document `alias`, for a ranked row's SELECT."""
-    # The active model's id is ours, not the user's: a quoted literal keeps
-    # this fragment free of parameters, so it fits any statement.
-    model = "'" + get_provider().model_id.replace("'", "''") + "'"
+    # The active model's id is compared by its md5, whose hex digits need no
+    # quoting or escaping: the fragment has no parameters and fits any statement.
+    model = hashlib.md5(get_provider().model_id.encode()).hexdigest()
     return (
         f"extract(epoch FROM {alias}.updated_at)::float8 AS info_updated, "
         f"extract(epoch FROM {alias}.created_at)::float8 AS info_created, "
-        f"({alias}.embedding IS NOT NULL AND {alias}.embedding_model = {model}) AS info_vector, "
+        f"({alias}.embedding IS NOT NULL AND md5({alias}.embedding_model) = '{model}') AS info_vector, "
         f"{alias}.title AS info_title"
     )
 
@@ -135,15 +136,16 @@ def _corpus_stats() -> tuple[float, dict[str, float]]:
         if reltuples is None or reltuples < 10_000:
             cursor.execute("SELECT count(*) FROM search_document")
             reltuples = cursor.fetchone()[0]
+        # Words of search_vector and tokens of search_markers ("~" first: no word is one).
         cursor.execute(
             "SELECT most_common_elems::text, most_common_elem_freqs FROM pg_stats "
-            "WHERE tablename = 'search_document' AND attname = 'search_vector'"
+            "WHERE tablename = 'search_document' AND attname IN ('search_vector', 'search_markers')"
         )
-        row = cursor.fetchone()
+        rows = cursor.fetchall()
     freq = {}
-    if row and row[0]:
-        elements = row[0].strip("{}").split(",")
-        freq = {element.strip('"'): f for element, f in zip(elements, row[1], strict=False)}
+    for elements, freqs in rows:
+        if elements:
+            freq.update({e.strip('"'): f for e, f in zip(elements.strip("{}").split(","), freqs, strict=False)})
     # Only cache for a large corpus; a small one is counted every time, cheaply.
     if reltuples >= 10_000:
         _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
@@ -309,15 +311,16 @@ def _recent_candidates(match_query, weighted_terms, scope, depth, matches: float
     n, _ = _corpus_stats()
     recent = setting("SEARCH_RECENT_CANDIDATES")
     # "+ interval '0'" hides the index order from the planner: use the bitmap.
-    bitmap = "ORDER BY d.updated_at + interval '0' DESC"
+    # Ties go to the higher id on every path, so each picks the same rows.
+    bitmap = "ORDER BY d.updated_at + interval '0' DESC, d.id DESC"
     walk = recent * n / max(matches, 1)
     chosen = recent_months(2 * recent / max(matches, 1))
     if chosen and chosen[1] * matches < min(walk, matches):
-        source = (f"d.search_vector @@ {MONTHS_SINCE_SQL} AND", [MONTH_PREFIX, chosen[0]], bitmap)
+        source = (f"d.search_markers @@ {MONTHS_SINCE_SQL} AND", [MONTH_PREFIX, chosen[0]], bitmap)
         ranked, info, found = _rank_candidates(match_query, weighted_terms, scope, source, recent, depth)
         if found >= recent:
             return ranked, info
-    source = ("", [], "ORDER BY d.updated_at DESC" if walk < matches else bitmap)
+    source = ("", [], "ORDER BY d.updated_at DESC, d.id DESC" if walk < matches else bitmap)
     ranked, info, _ = _rank_candidates(match_query, weighted_terms, scope, source, recent, depth)
     return ranked, info
 
@@ -376,36 +379,53 @@ def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
 
 def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
     """Total and facets of a broad match set, estimated from a uniform
-    sample of about SEARCH_SAMPLE_MATCHES of the `expected` matches: those in
-    the first b of the SAMPLE_BUCKETS sample buckets (search.sql), which the
-    GIN index picks out without visiting the other rows. Filters can leave
-    far fewer matches than expected; a sample that finds too few is taken
-    again, larger (up to every match, then counted exactly)."""
+    sample of about SEARCH_SAMPLE_MATCHES of its matches: those in the first
+    b of the SAMPLE_BUCKETS sample buckets (search.sql), which the GIN index
+    picks out without visiting the other rows.
+
+    b is sized from `expected`, which can be wrong either way: a capped
+    count or terms taken as independent can be far below the truth, and
+    filters can leave far fewer matches than it says. So a sample stops
+    reading at four times the target, and one that overflows is taken again
+    with an eighth of the buckets; one that finds under a quarter of the
+    target is taken again larger (at most SAMPLE_GROWTH times), up to every
+    bucket, when the matches are counted. Each try reads a bounded number of
+    rows, and the first one usually suffices."""
     target = setting("SEARCH_SAMPLE_MATCHES")
+    most = 4 * target
     buckets = math.ceil(target * SAMPLE_BUCKETS / max(expected, 1))
-    for attempt in range(2):
-        buckets = min(buckets, SAMPLE_BUCKETS)
-        query, params = "%s::tsquery", [match_query]
+    for _ in range(4):
+        buckets = max(1, min(buckets, SAMPLE_BUCKETS))
+        query, params = "d.search_vector @@ %s::tsquery", [match_query]
         if buckets < SAMPLE_BUCKETS:
-            query += " && %s::tsquery"
+            query += " AND d.search_markers @@ %s::tsquery"
             params.append(" | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets)))
+        # One bucket is as small as a sample gets: it is read whole.
+        limit = f"LIMIT {most + 1}" if buckets > 1 else ""
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
                 WITH s AS MATERIALIZED (
                     SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
-                    WHERE d.search_vector @@ ({query}) AND ({scope.where})
+                    WHERE {query} AND ({scope.where}) {limit}
                 )
                 SELECT (SELECT count(*) FROM s), ({_FACETS_SQL.format(source="s")})
                 """,
                 [*params, *scope.params],
             )
             count, facets = cursor.fetchone()
-        if buckets == SAMPLE_BUCKETS or count >= target / 4 or attempt:
+        used = buckets
+        if count > most and used > 1:
+            buckets = used // 8
+        elif count < target / 4 and used < SAMPLE_BUCKETS:
+            buckets = min(used * SAMPLE_GROWTH, math.ceil(used * target / max(count, 1)))
+        else:
             break
-        buckets = math.ceil(buckets * target / max(count, 1))
-    scale = SAMPLE_BUCKETS / buckets
-    return round(count * scale), _facet_dict(facets, scale), buckets == SAMPLE_BUCKETS
+    scale = SAMPLE_BUCKETS / used
+    return round(count * scale), _facet_dict(facets, scale), used == SAMPLE_BUCKETS
+
+
+SAMPLE_GROWTH = 32
 
 
 def _ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:
@@ -433,22 +453,6 @@ def row_info(ids) -> dict[int, RowInfo]:
 # -- semantic arm ---------------------------------------------------------------
 
 
-def configure_connection(sender, connection, **kwargs) -> None:
-    """Session settings for the semantic arm, once per new connection rather
-    than a transaction and a statement per query: iterative index scans and
-    SEARCH_HNSW_EF_SEARCH. Set outside any transaction, so no rollback
-    undoes them; semantic_arm sets its own when it needs another ef_search."""
-    if connection.vendor != "postgresql":
-        return
-    ef_search = int(setting("SEARCH_HNSW_EF_SEARCH"))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), set_config('hnsw.ef_search', %s, false)",
-            [str(ef_search)],
-        )
-    connection.hnsw_ef_search = ef_search
-
-
 def semantic_arm(vector, model_id: str, scope: Scope, depth: int, keyword_query: str = "") -> ArmResult:
     """The `depth` nearest records with a current vector, within `scope`.
 
@@ -469,19 +473,15 @@ def semantic_arm(vector, model_id: str, scope: Scope, depth: int, keyword_query:
         LIMIT %s
     """
     params = [literal, *([keyword_query] if keyword_query else []), model_id, *scope.params, depth]
-    if getattr(connection, "hnsw_ef_search", None) == ef_search:  # the session's own (configure_connection)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-    else:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                "set_config('hnsw.ef_search', %s, true)",
-                [str(int(ef_search))],
-            )
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+    # Settings local to this transaction, not the session's: a connection
+    # pooler in transaction mode may hand the session to someone else.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true)",
+            [str(int(ef_search))],
+        )
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     # relaxed_order may return neighbours slightly out of order.
     rows.sort(key=lambda row: (row[1], row[0]))
     facets, outside = empty_facets(), empty_facets()

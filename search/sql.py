@@ -102,26 +102,28 @@ $$;
 """
 
 
-# Two tokens that no text produces (search_words() drops "~", and a raw
-# tsquery goes through the same parser), added to every search_vector so
-# that the GIN index itself can narrow a broad match set, visiting only the
-# rows it keeps:
-# - a sample bucket, the record id modulo SAMPLE_BUCKETS: "the matches in
-#   buckets 0..b-1" is a uniform sample of b / SAMPLE_BUCKETS of them, so
-#   totals and facets are estimated from a few hundred rows however many
-#   match (search.ranking.sample_matches);
+# search_markers: two tokens a record carries beside its words, in a
+# tsvector of their own that shares the GIN index with search_vector (a
+# two-column GIN index answers `search_vector @@ q AND search_markers @@ m`
+# inside the index), so that the index itself can narrow a broad match set,
+# visiting only the rows it keeps, while ranking never sees them:
+# - a sample bucket, a hash of the record id into SAMPLE_BUCKETS: "the
+#   matches in buckets 0..b-1" is a uniform sample of about b /
+#   SAMPLE_BUCKETS of them, for every kind and however few records a kind
+#   has, so totals and facets are estimated from a few hundred rows however
+#   many match (search.ranking.sample_matches);
 # - the month of updated_at (UTC): "the matches of the last few months"
 #   finds the most recent matches without visiting the others
 #   (search.ranking.recent_months).
-# They carry no position and no query ever ranks by them.
-SAMPLE_BUCKETS = 256
+SAMPLE_BUCKETS = 256  # a power of two: the bucket is the hash's low bits
 SAMPLE_PREFIX = "~s"
 MONTH_PREFIX = "~m"
 
 
-def _markers() -> str:
+def _markers(kind: str) -> str:
+    seed = list(KINDS).index(kind) + 1  # ids repeat across kinds; their buckets need not
     return (
-        f"array_to_tsvector(ARRAY['{SAMPLE_PREFIX}' || (r.id % {SAMPLE_BUCKETS}), "
+        f"array_to_tsvector(ARRAY['{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1}), "
         f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')])"
     )
 
@@ -137,28 +139,31 @@ def _vector(weights: dict[str, list[str]]) -> str:
     return " || ".join(parts)
 
 
-def index_rows_sql(kind: str, source: str) -> str:
-    """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r)."""
+def index_rows_sql(kind: str, source: str, markers: bool = True) -> str:
+    """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r).
+    `markers=False` is the SQL of before search_markers (migrations 0001-0008)."""
     spec = KINDS[kind]
+    columns = COLUMNS + (", search_markers" if markers else "")
     updates = ", ".join(
-        f"{column} = EXCLUDED.{column}" for column in COLUMNS.split(", ") if column not in ("kind", "record_id")
+        f"{column} = EXCLUDED.{column}" for column in columns.split(", ") if column not in ("kind", "record_id")
     )
     return f"""
-    INSERT INTO search_document ({COLUMNS})
+    INSERT INTO search_document ({columns})
     SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
            {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
-           {_vector(spec["weights"])} || {_markers()}, md5({spec["title"]} || E'\\n' || x.body)
+           {_vector(spec["weights"])}, md5({spec["title"]} || E'\\n' || x.body)
+           {", " + _markers(kind) if markers else ""}
     FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(spec["body"])}) AS body) x
     ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
     """
 
 
-def create_triggers_sql(kind: str) -> str:
+def create_triggers_sql(kind: str, markers: bool = True) -> str:
     table = KINDS[kind]["table"]
     return f"""
     CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      {index_rows_sql(kind, "new_rows")};
+      {index_rows_sql(kind, "new_rows", markers)};
       RETURN NULL;
     END $$;
 
@@ -198,15 +203,16 @@ def drop_triggers_sql(kind: str) -> str:
     """
 
 
-def install_sql() -> str:
+def install_sql(markers: bool = True) -> str:
     """Triggers for every kind, and the index entries of rows already stored.
 
     Migrations run the current version of this SQL: a later change to the
     triggers ships as a migration that runs uninstall_sql() then
-    install_sql(), which also re-indexes every stored row.
+    install_sql(), which also re-indexes every stored row. Migrations from
+    before search_markers existed (0001-0008) ask for `markers=False`.
     """
-    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
-    statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
+    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind, markers) for kind in KINDS]
+    statements += [index_rows_sql(kind, KINDS[kind]["table"], markers) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.
     statements.append("ALTER TABLE search_document SET (toast_tuple_target = 128)")
@@ -217,5 +223,5 @@ def uninstall_sql() -> str:
     return "\n".join(drop_triggers_sql(kind) for kind in KINDS)
 
 
-def reinstall_sql() -> str:
-    return uninstall_sql() + "\n" + install_sql()
+def reinstall_sql(markers: bool = True) -> str:
+    return uninstall_sql() + "\n" + install_sql(markers)

@@ -243,14 +243,62 @@ def test_a_query_matching_everything_walks_down_the_newest(months_of_bugs, setti
 
 
 def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, settings):
+    from django.db import connection
+
+    from search.sql import KINDS, SAMPLE_BUCKETS
+
     settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_SAMPLE_MATCHES = 64  # 32 of the 256 buckets: 64 of 512 consecutive ids
+    settings.SEARCH_SAMPLE_MATCHES = 128  # 512 matches expected: the first 64 buckets of 256
+    seed = list(KINDS).index("bug") + 1
+    with connection.cursor() as cursor:  # the bugs in those buckets, by search.sql's hash
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE severity = 'high') FROM backlog_bug "
+            "WHERE (hashint8extended(id, %s) & %s) < 64",
+            [seed, SAMPLE_BUCKETS - 1],
+        )
+        sampled, high = cursor.fetchone()
 
     response = run("number", mode="keyword", entities=["bug"])
 
     assert response.total_exact is False
-    assert response.total == 512
-    assert {f.value: f.count for f in response.facets.severity} == {"high": 256, "low": 256}
+    assert response.total == sampled * 4  # scaled by 256 / 64
+    assert {f.value: f.count for f in response.facets.severity} == {"high": high * 4, "low": (sampled - high) * 4}
+    assert 0.7 * 512 < response.total < 1.3 * 512  # a uniform sample: about a quarter of 512 (4 sd either side)
+
+
+def test_records_updated_at_the_same_moment_are_taken_by_id(db, settings):
+    """An admin action can give many records one updated_at: the recent
+    candidates among them are the highest ids, not those stored last, so
+    that every way of reading them (and every page) agrees."""
+    import random
+
+    from backlog.models import Bug
+
+    same = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    records = [{"kind": "product", "key": "PRD-7", "name": "Tramline Mobile"}]
+    records += [bug(f"BUG-{i}", f"Crash {i}", product="PRD-7") for i in range(20)]
+    assert import_records(jsonl(*records).splitlines()).written
+    for i in random.Random(3).sample(range(20), 20):  # stored again, in another order
+        Bug.objects.filter(key=f"BUG-{i}").update(updated_at=same)
+    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_RECENT_CANDIDATES = 5
+
+    response = run("crash ", mode="keyword", entities=["bug"], limit=100)
+
+    assert set(keys(response)) == {f"BUG-{i}" for i in range(15, 20)}  # imported in key order: the highest ids
+
+
+def test_a_sample_sized_from_too_low_an_estimate_is_taken_again_smaller(months_of_bugs, settings):
+    from search.ranking import Scope, sample_matches
+
+    settings.SEARCH_SAMPLE_MATCHES = 64
+    # Told to expect 10 matches, it would read all 512; it stops at 257 and
+    # samples 32 buckets of 256 instead.
+    total, facets, exact = sample_matches("'number'", Scope(), expected=10)
+
+    assert exact is False
+    assert 0.5 * 512 < total < 1.5 * 512  # 4 sd either side
+    assert sum(facets["severity"].values()) == total
 
 
 def test_a_filter_that_leaves_few_matches_takes_a_larger_sample(months_of_bugs, settings):
@@ -274,6 +322,24 @@ def test_a_last_word_that_fills_the_candidate_list_is_taken_as_typed(corpus, set
     settings.SEARCH_ARM_DEPTH = 1  # "pay" alone fills it
     assert keys(run("pay", mode="keyword")) == ["TEST-1"]
     assert run("pay", mode="keyword").total == 1
+
+
+def test_filtered_searches_keep_the_last_word_a_prefix(corpus, settings):
+    # "pay" fills the candidate list corpus-wide (TEST-1), but among bugs only
+    # its completion "payment" (BUG-1) matches: what others hold must not decide.
+    settings.SEARCH_ARM_DEPTH = 1
+
+    assert keys(run("pay", mode="keyword", entities=["bug"])) == ["BUG-1"]
+
+
+def test_a_record_deleted_during_a_search_is_left_out(corpus):
+    from search.engine import Candidate, _boost
+
+    candidates = {0: Candidate(0)}  # no row has id 0: as if deleted after it was found
+
+    _boost(candidates, "renew", 0)
+
+    assert candidates == {}
 
 
 def test_prefix_of_the_last_word(corpus):
@@ -535,15 +601,6 @@ def test_filters_are_inside_the_semantic_arm(embedded, mode, filters, allowed):
     assert counted == len(allowed)  # facets leak nothing outside the filter
 
 
-def test_every_connection_starts_with_the_semantic_arms_index_settings(db, settings):
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
-        assert cursor.fetchone() == (str(settings.SEARCH_HNSW_EF_SEARCH), "relaxed_order")
-    assert connection.hnsw_ef_search == settings.SEARCH_HNSW_EF_SEARCH
-
-
 def test_a_selective_filter_fills_the_page_through_the_vector_index(db, settings):
     """400 bugs with random vectors, 5 of them fixed; the index is forced and
     asked for only 10 neighbours (ef_search). Without iterative scans it
@@ -587,6 +644,42 @@ def test_a_selective_filter_fills_the_page_through_the_vector_index(db, settings
             ["[" + ",".join(f"{x:.5f}" for x in vectors[1]) + "]"],
         )
         assert cursor.fetchone()[0] < len(fixed)
+
+
+@pytest.fixture
+def health_cache():
+    """The process's cache of index_health(), empty before and after, with no
+    recount left running into the next test."""
+    import threading
+
+    from search import engine
+
+    def settle():
+        for thread in threading.enumerate():
+            if thread.name == "search-index-health":
+                thread.join(timeout=10)
+
+    engine._health_cache.clear()
+    yield settle
+    settle()
+    engine._health_cache.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_large_index_recounts_its_coverage_without_making_a_search_wait(monkeypatch, health_cache):
+    from search import engine
+
+    monkeypatch.setattr(engine, "LARGE_INDEX", 1)  # as if it held more than 10,000 records
+    monkeypatch.setattr(engine, "HEALTH_TTL_SECONDS", 0.0)
+    import_records(jsonl(*CORPUS[:3]).splitlines())
+
+    assert engine.index_health().documents == 3  # counted on the first call
+    import_records(jsonl(*CORPUS[3:5]).splitlines())
+    stale = engine.index_health()  # answers at once with the last count, and recounts meanwhile
+    health_cache()
+
+    assert stale.documents == 3
+    assert engine.index_health().documents == 5
 
 
 def test_records_without_vectors_still_rank_by_keyword(embedded):

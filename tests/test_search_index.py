@@ -158,8 +158,8 @@ def test_content_hash_changes_with_the_text_only(product):
 def test_the_search_vector_and_short_columns_stay_in_the_row(product):
     """A long record with an embedding passes PostgreSQL's TOAST threshold:
     the body and the embedding go out of line; the tsvector (migration 0006),
-    the title, key and hashes (0009) stay in the row, so ranking a candidate
-    never reads the TOAST table."""
+    the title, key, hashes and markers (0009) stay in the row, so ranking a
+    candidate never reads the TOAST table."""
     import random
 
     from search.models import EMBEDDING_DIMENSIONS
@@ -177,10 +177,10 @@ def test_the_search_vector_and_short_columns_stay_in_the_row(product):
             "SELECT pg_column_toast_chunk_id(body) IS NOT NULL, pg_column_toast_chunk_id(embedding) IS NOT NULL, "
             "ARRAY[pg_column_toast_chunk_id(search_vector), pg_column_toast_chunk_id(title), "
             "pg_column_toast_chunk_id(key), pg_column_toast_chunk_id(content_hash), "
-            "pg_column_toast_chunk_id(embedding_model)] "
+            "pg_column_toast_chunk_id(embedding_model), pg_column_toast_chunk_id(search_markers)] "
             "FROM search_document WHERE key = 'BUG-1'"
         )
         body_out, embedding_out, kept = cursor.fetchone()
 
     assert (body_out, embedding_out) == (True, True)  # the row was over the threshold
-    assert kept == [None] * 5
+    assert kept == [None] * 6

@@ -45,5 +45,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('kind', 'record_id'), name='search_document_record')],
             },
         ),
-        migrations.RunSQL(install_sql(), uninstall_sql()),
+        migrations.RunSQL(install_sql(markers=False), uninstall_sql()),  # search_markers arrives in 0009
     ]

@@ -11,5 +11,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(reinstall_sql(), migrations.RunSQL.noop),
+        migrations.RunSQL(reinstall_sql(markers=False), migrations.RunSQL.noop),  # search_markers arrives in 0009
     ]

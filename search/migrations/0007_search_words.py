@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(reinstall_sql(), migrations.RunSQL.noop),
+        migrations.RunSQL(reinstall_sql(markers=False), migrations.RunSQL.noop),  # search_markers arrives in 0009
         migrations.RunSQL("DROP FUNCTION IF EXISTS search_identifier_parts(text)", migrations.RunSQL.noop),
         migrations.RunSQL("ANALYZE search_document", migrations.RunSQL.noop),
     ]
