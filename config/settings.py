@@ -119,6 +119,8 @@ ASGI_APPLICATION = "config.asgi.application"
 # wheel) that config.postgres starts on the first connection.
 EMBEDDED_PG_DIR = Path(envstr("EMBEDDED_PG_DIR", str(BASE_DIR / ".pgdata"))).expanduser()
 EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
+# The embedded server's buffer cache (config/postgres/embedded.py explains).
+EMBEDDED_PG_SHARED_BUFFERS = envstr("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
 
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}

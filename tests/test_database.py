@@ -62,7 +62,7 @@ def test_a_server_without_an_extension_gets_one_clear_error():
 
 @pytest.mark.slow
 def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_its_data(tmp_path):
-    env = {"EMBEDDED_PG_DIR": str(tmp_path / "pgdata")}
+    env = {"EMBEDDED_PG_DIR": str(tmp_path / "pgdata"), "EMBEDDED_PG_SHARED_BUFFERS": "160MB"}
     pid_file = tmp_path / "pgdata" / "postmaster.pid"
 
     # A long-lived process (think: the dev server) attaches and waits.
@@ -97,15 +97,26 @@ def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_it
         time.sleep(0.2)
     assert not pid_file.exists(), "the server should stop when the last process exits"
 
-    # Started again, it has the data.
-    assert (
-        shell(
-            "from django.db import connection\nc = connection.cursor(); c.execute('SELECT body FROM note');"
-            "print(c.fetchone()[0])",
-            env,
-        )
-        == "kept"
+    # Started again, it has the data, and the buffer cache asked for at its first start.
+    assert shell(
+        "from django.db import connection\nc = connection.cursor(); c.execute('SELECT body FROM note');"
+        "print(c.fetchone()[0]); c.execute('SHOW shared_buffers'); print(c.fetchone()[0])",
+        env,
+    ).splitlines() == ["kept", "160MB"]
+
+
+def test_a_shared_buffers_setting_that_is_not_a_size_is_named_with_the_fix(tmp_path):
+    result = manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.db import connection\nconnection.cursor()",
+        env={"EMBEDDED_PG_DIR": str(tmp_path / "pgdata"), "EMBEDDED_PG_SHARED_BUFFERS": "lots"},
     )
+
+    assert result.returncode != 0
+    assert "EMBEDDED_PG_SHARED_BUFFERS='lots' is not a size PostgreSQL takes" in result.stderr
+    assert "like 512MB or 1GB" in result.stderr
 
 
 @pytest.mark.slow
