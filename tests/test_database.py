@@ -1,13 +1,18 @@
 """The embedded PostgreSQL: real, shared by processes, persistent; and the
 user's own server through DATABASE_URL."""
 
+import contextlib
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
 import pytest
 from django.core.management.base import CommandError
 from django.db import connection
@@ -32,6 +37,18 @@ def shell(code: str, env: dict) -> str:
     result = manage("shell", "--no-imports", "-c", code, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+@pytest.fixture
+def pgdata(tmp_path):
+    """A data folder for an embedded server of the test's own, stopped
+    afterwards even when the test failed while it was still running."""
+    yield tmp_path / "pgdata"
+    pid_file = tmp_path / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        with contextlib.suppress(psutil.NoSuchProcess, ValueError):
+            # SIGINT: PostgreSQL's fast shutdown, which does not wait for clients.
+            psutil.Process(int(pid_file.read_text().split()[0])).send_signal(signal.SIGINT)
 
 
 @pytest.mark.django_db
@@ -61,9 +78,9 @@ def test_a_server_without_an_extension_gets_one_clear_error():
 
 
 @pytest.mark.slow
-def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_its_data(tmp_path):
-    env = {"EMBEDDED_PG_DIR": str(tmp_path / "pgdata"), "EMBEDDED_PG_SHARED_BUFFERS": "160MB"}
-    pid_file = tmp_path / "pgdata" / "postmaster.pid"
+def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_its_data(pgdata):
+    env = {"EMBEDDED_PG_DIR": str(pgdata), "EMBEDDED_PG_SHARED_BUFFERS": "160MB"}
+    pid_file = pgdata / "postmaster.pid"
 
     # A long-lived process (think: the dev server) attaches and waits.
     holder = manage(
@@ -132,3 +149,56 @@ def test_database_url_selects_the_users_server():
     )
 
     assert out == f"django.db.backends.postgresql {connection.settings_dict['NAME']}"
+
+
+@pytest.mark.slow
+def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not_keep_the_server(pgdata):
+    env = {"EMBEDDED_PG_DIR": str(pgdata), "LOG_LEVEL": "WARNING"}
+    pid_file = pgdata / "postmaster.pid"
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    worker = []
+    server = manage("serve", f"127.0.0.1:{port}", "--demo-records", "0", env=env, background=True)
+    # A process that attaches and is then killed outright never detaches itself.
+    victim = manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.db import connection\nconnection.cursor()\nprint('in', flush=True); input()",
+        env=env,
+        background=True,
+    )
+    try:
+        assert victim.stdout.readline().strip() == "in"
+        victim.kill()
+        victim.wait(timeout=30)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not worker:
+            assert server.poll() is None, "serve exited early"
+            worker = [c for c in psutil.Process(server.pid).children() if "embed" in " ".join(c.cmdline())]
+            time.sleep(0.5)
+        assert worker, "serve should run the embedding worker beside the server"
+        while time.monotonic() < deadline:  # until the server answers
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as page:
+                    assert page.status == 200
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("serve never answered")
+
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    finally:
+        for process in (server, victim, *worker):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    assert server.returncode == 128 + signal.SIGTERM
+    assert not worker[0].is_running(), "the embedding worker must stop with serve"
+
+    deadline = time.monotonic() + 30
+    while pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pid_file.exists(), "the database should stop with the last living process"

