@@ -125,14 +125,12 @@ def _frequencies(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, fl
     in scope, and must not decide what a user who sees fewer gets."""
     if parsed.raw is not None:
         return ranking.document_frequencies([parsed.raw] if parsed.raw else [])
-
-    def needed() -> list[str]:
-        return [t.match for t in parsed.terms + parsed.units]
-
-    n, df = ranking.document_frequencies(needed() + [t.whole for t in parsed.terms if t.whole])
+    terms = parsed.terms + parsed.units
+    n, df = ranking.document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole])
     if scope.everything:
         parsed.settle_prefix(df, setting("SEARCH_ARM_DEPTH"))
-    if missing := [q for q in needed() if q not in df]:  # a camel-case word's parts changed with it
+    # A settled word's match changed with it (and a camel-case word's parts).
+    if missing := [t.match for t in terms if t.match not in df]:
         df.update(ranking.document_frequencies(missing)[1])
     return n, df
 

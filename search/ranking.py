@@ -19,10 +19,11 @@ one statement. When it is larger, the query is broad: terms that match
 more than EXACT_LIMIT rows carry little information (low idf), so
 candidates come from the rarer terms only, or, when every term is that
 common, from the most recently updated matches; total and facets are then
-estimated from a uniform sample and flagged as estimates. Two tokens in
-every search_vector (search.sql: a sample bucket, the month of updated_at)
-let the GIN index hand over just the sample, or just the last months'
-matches, so each step visits a bounded number of rows.
+estimated from a uniform sample and flagged as estimates. Two tokens of
+each record's search_markers (search.sql: a sample bucket, the month of
+updated_at), in the GIN index beside search_vector, let the index hand over
+just the sample, or just the last months' matches, so each step visits a
+bounded number of rows.
 
 Every ranked row comes back with what fusion needs of it (RowInfo), read in
 the same pass: no statement visits the candidates a second time.
@@ -377,6 +378,9 @@ def _facet_dict(rows, scale: float = 1.0) -> dict[str, dict[str, int]]:
     return facets
 
 
+SAMPLE_GROWTH = 32
+
+
 def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, dict, bool]:
     """Total and facets of a broad match set, estimated from a uniform
     sample of about SEARCH_SAMPLE_MATCHES of its matches: those in the first
@@ -423,9 +427,6 @@ def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int
             break
     scale = SAMPLE_BUCKETS / used
     return round(count * scale), _facet_dict(facets, scale), used == SAMPLE_BUCKETS
-
-
-SAMPLE_GROWTH = 32
 
 
 def _ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:

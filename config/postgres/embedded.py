@@ -70,12 +70,12 @@ def _attach(pgdata: Path) -> str:
 def _configure(host: str, user: str, wanted: str) -> None:
     """Record the buffer cache this project wants (applied at the next start)."""
     with psycopg.connect(host=host, user=user, dbname="postgres", autocommit=True) as conn:
-        recorded = conn.execute(
-            "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' AND error IS NULL "
-            "ORDER BY seqno DESC LIMIT 1"
-        ).fetchone()
+        # The last line of the configuration files that sets it (the start-up default: 128MB).
         same = conn.execute(
-            "SELECT pg_size_bytes(%s) = pg_size_bytes(%s)", [recorded[0] if recorded else "128MB", wanted]
+            "SELECT pg_size_bytes(coalesce((SELECT setting FROM pg_file_settings "
+            "WHERE name = 'shared_buffers' AND error IS NULL ORDER BY seqno DESC LIMIT 1), '128MB')) "
+            "= pg_size_bytes(%s)",
+            [wanted],
         ).fetchone()[0]
         if same:
             return

@@ -47,6 +47,7 @@ HNSW = pgvector.django.indexes.HnswIndex(
 )
 FTS = django.contrib.postgres.indexes.GinIndex(fields=["search_vector", "search_markers"], name="search_document_fts")
 UPDATED = django.db.models.Index(fields=["updated_at", "id"], name="search_document_updated")
+DROP_INDEXES = ";".join(f"DROP INDEX IF EXISTS {index.name}" for index in (HNSW, FTS, UPDATED))
 
 
 class Migration(migrations.Migration):
@@ -60,8 +61,7 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(
-                    "DROP INDEX IF EXISTS search_document_hnsw; DROP INDEX IF EXISTS search_document_fts;"
-                    "DROP INDEX IF EXISTS search_document_updated",
+                    DROP_INDEXES,
                     "CREATE INDEX IF NOT EXISTS search_document_hnsw ON search_document "
                     "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 128);"
                     "CREATE INDEX IF NOT EXISTS search_document_fts ON search_document USING gin (search_vector);"
@@ -100,8 +100,7 @@ class Migration(migrations.Migration):
                     "CREATE INDEX IF NOT EXISTS search_document_fts ON search_document "
                     "USING gin (search_vector, search_markers);"
                     "CREATE INDEX IF NOT EXISTS search_document_updated ON search_document (updated_at, id)",
-                    "DROP INDEX IF EXISTS search_document_hnsw; DROP INDEX IF EXISTS search_document_fts;"
-                    "DROP INDEX IF EXISTS search_document_updated",
+                    DROP_INDEXES,
                 )
             ],
             state_operations=[
