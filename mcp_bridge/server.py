@@ -29,7 +29,8 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
 from search import service
-from search.contract import GetResponse, SearchError, SearchResponse, TimelineResponse
+from backlog.db import database_unavailable
+from search.contract import DatabaseUnavailable, GetResponse, SearchError, SearchResponse, TimelineResponse
 
 from .auth import DrfTokenVerifier
 from .schema import input_schemas, output_schema
@@ -141,7 +142,9 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
         return service.call(operation, arguments, acting_user()), False
     except SearchError as error:
         return error.body(), True
-    except Exception:
+    except Exception as error:
+        if database_unavailable(error):
+            return DatabaseUnavailable().body(), True
         logger.exception("MCP %s failed", operation)
         return {"error": {"code": "internal_error", "message": INTERNAL_ERROR}}, True
     finally:

@@ -47,14 +47,34 @@ class SearchError(ValueError):
 
     status = 400
     code = "invalid_request"
+    retry_after: int | None = None  # seconds, for an error that passes by itself
 
     def body(self) -> dict:
         return {"error": {"code": self.code, "message": str(self)}}
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after else {}
 
 
 class NotFound(SearchError):
     status = 404
     code = "not_found"
+
+
+class DatabaseUnavailable(SearchError):
+    """The database cannot be reached: stopped, restarting or recovering from
+    a crash (backlog.db.database_unavailable tells). Nothing was changed; the
+    same request can be sent again after `retry_after` seconds."""
+
+    status = 503
+    code = "database_unavailable"
+    retry_after = 2
+
+    def __init__(self):
+        super().__init__(
+            "The database is not reachable right now (it is stopped, restarting or recovering); "
+            f"nothing was changed. Send the same request again in {self.retry_after} seconds."
+        )
 
 
 class SearchRequest(BaseModel):

@@ -2,7 +2,8 @@
 
 Settings name this package as the ENGINE when DATABASE_URL is not set. The
 server is started (or joined) on the first connection, not at import time, so
-commands that never touch the database never start it.
+commands that never touch the database never start it; and started again
+when a new connection finds it stopped (embedded.revive).
 """
 
 from functools import cache
@@ -18,6 +19,7 @@ def _prepared(name: str) -> str:
     host = embedded.socket_dir(settings.EMBEDDED_PG_DIR)
     if name and name != "postgres":
         embedded.ensure_database(host, "postgres", name)
+        embedded.update_extensions(host, "postgres", name)
     return host
 
 
@@ -43,3 +45,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
         params["host"] = _prepared(self.settings_dict["NAME"] if own else "postgres")
         params.setdefault("user", "postgres")
         return params
+
+    def get_new_connection(self, conn_params):
+        try:
+            return super().get_new_connection(conn_params)
+        except self.Database.OperationalError:  # psycopg's: Django wraps it later
+            # Stopped or killed under us: start it again and connect once more.
+            if not embedded.revive(settings.EMBEDDED_PG_DIR):
+                raise
+            return super().get_new_connection(conn_params)

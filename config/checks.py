@@ -1,0 +1,104 @@
+"""System checks of the database, run by `manage.py check` and every command.
+
+They confirm what the code needs of PostgreSQL before anything depends on it:
+the `vector` and `pg_trgm` extensions at versions that have what the code
+uses (backlog.db.REQUIRED_EXTENSIONS), and, for the embedded server, that its
+pgvector runs on this CPU. That last one is asked of a throwaway backend
+(config/postgres/probe.py), once per wheel and machine, so a build that cannot
+run here is one clear error instead of a server that crashes at every insert.
+A server of the user's own (DATABASE_URL) is never probed that way: a crash
+there would take it down, and its pgvector comes from a distribution or a
+provider, built for the machine it runs on.
+"""
+
+from django.conf import settings
+from django.core import checks
+from django.db import DatabaseError, connection
+
+from backlog.db import REQUIRED_EXTENSIONS
+
+PLATFORMS = (
+    "the embedded PostgreSQL runs on Linux (x86_64 with AVX2, aarch64), macOS and Windows; "
+    "elsewhere set DATABASE_URL to a PostgreSQL with pgvector 0.8+ and pg_trgm (README, Platforms)"
+)
+
+
+def embedded() -> bool:
+    return connection.settings_dict["ENGINE"] == "config.postgres"
+
+
+@checks.register()
+def database_extensions(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    if embedded():
+        problems += _embedded_build()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT name, default_version, installed_version FROM pg_available_extensions WHERE name = ANY(%s)",
+                [list(REQUIRED_EXTENSIONS)],
+            )
+            available = {name: (default, installed) for name, default, installed in cursor.fetchall()}
+    except DatabaseError as error:
+        return problems + [
+            checks.Warning(
+                f"Cannot reach the database to check its extensions: {str(error).strip().splitlines()[0]}",
+                hint="Start the server DATABASE_URL names, or unset DATABASE_URL to use the embedded one.",
+                id="qasearch.W001",
+            )
+        ]
+    for name, (oldest, uses, package) in REQUIRED_EXTENSIONS.items():
+        problems += _extension(name, oldest, uses, package, *available.get(name, (None, None)))
+    return problems
+
+
+def _extension(name, oldest, uses, package, default, installed) -> list[checks.CheckMessage]:
+    if default is None:
+        return [
+            checks.Error(
+                f"The PostgreSQL server has no '{name}' extension; the search needs it for {uses}.",
+                hint=f"Install {package} on the server, or unset DATABASE_URL to use the embedded PostgreSQL.",
+                id="qasearch.E002",
+            )
+        ]
+    if installed is not None and _version(installed) < _version(oldest):
+        newer = _version(default) >= _version(oldest)
+        return [
+            checks.Error(
+                f"The '{name}' extension is at {installed}; the search needs {oldest} or newer for {uses}.",
+                hint=f"Run ALTER EXTENSION {name} UPDATE; in the database (the server has {default})."
+                if newer
+                else f"Upgrade {package} on the server (it has {default}), then ALTER EXTENSION {name} UPDATE;",
+                id="qasearch.E003",
+            )
+        ]
+    if installed is None and _version(default) < _version(oldest):
+        return [
+            checks.Error(
+                f"The server's '{name}' extension is {default}; the search needs {oldest} or newer for {uses}.",
+                hint=f"Upgrade {package} on the server, or unset DATABASE_URL to use the embedded PostgreSQL.",
+                id="qasearch.E003",
+            )
+        ]
+    return []
+
+
+def _embedded_build() -> list[checks.CheckMessage]:
+    from .postgres import embedded, probe
+
+    result = probe.cached_run(
+        embedded.bin_dir(), settings.BASE_DIR / ".local" / "pgvector-probe.json", user=embedded.system_user()
+    )
+    if result.passed:
+        return []
+    return [
+        checks.Error(
+            f"The embedded PostgreSQL's pgvector does not work on this machine: {result.detail}.",
+            hint=f"Set DATABASE_URL to your own PostgreSQL server: {PLATFORMS}.",
+            id="qasearch.E001",
+        )
+    ]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
