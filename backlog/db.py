@@ -5,8 +5,8 @@ Kept small and named, so that models and migrations read as Django code.
 
 from django.core.management.base import CommandError
 from django.db import models
-from django.db.utils import InterfaceError, OperationalError
 from django.db.migrations.operations.base import Operation
+from django.db.utils import InterfaceError, OperationalError
 
 # FORMAT.md: raw_data keys are denormalized into searchable columns; a missing
 # key or a value that is empty after trimming white space becomes NULL. A

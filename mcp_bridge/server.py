@@ -28,8 +28,8 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
-from search import service
 from backlog.db import database_unavailable
+from search import service
 from search.contract import DatabaseUnavailable, GetResponse, SearchError, SearchResponse, TimelineResponse
 
 from .auth import DrfTokenVerifier

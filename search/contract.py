@@ -184,11 +184,26 @@ class Facets(BaseModel):
     severity: list[FacetCount]
 
 
+class WorkerHealth(BaseModel):
+    """The embedding worker, as the supervisor in `serve` last recorded it."""
+
+    state: Literal["running", "restarting", "stopped", "unknown"] = Field(
+        description="restarting: it died and is started again after a back-off; "
+        "unknown: no word from its supervisor for 30 s"
+    )
+    restarts: int = Field(description="times it was started again since the server started")
+    last_error: str | None = Field(None, description="how it last died: exit status and the end of its stderr")
+    last_error_at: datetime | None = None
+    heartbeat_at: datetime
+    backlog: int = Field(description="documents still waiting for a current vector")
+
+
 class IndexHealth(BaseModel):
     documents: int
     embedded: int = Field(description="documents whose vector is current for the active model")
     coverage: float = Field(description="embedded / documents, 0-1")
     model: str
+    worker: WorkerHealth | None = Field(None, description="the embedding worker; null when none is supervised")
 
 
 class SearchResponse(BaseModel):

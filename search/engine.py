@@ -27,8 +27,6 @@ import hashlib
 import json
 import logging
 import re
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from difflib import SequenceMatcher
@@ -40,7 +38,6 @@ from .contract import (
     FacetCount,
     Facets,
     Hit,
-    IndexHealth,
     NotFound,
     ScoreDetail,
     SearchError,
@@ -48,6 +45,7 @@ from .contract import (
     SearchResponse,
 )
 from .embeddings import get_provider
+from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .ranking import Scope, setting
 
@@ -606,74 +604,3 @@ def _hits(request: SearchRequest, page: list[Candidate], start: int, highlight_q
             )
         )
     return hits
-
-
-# -- index health ---------------------------------------------------------------------------
-
-
-# (database, model) -> (when counted, IndexHealth); the keys being refreshed.
-_health_cache: dict[tuple[str, str], tuple[float, IndexHealth]] = {}
-_health_refreshing: set[tuple[str, str]] = set()
-_health_lock = threading.Lock()
-HEALTH_TTL_SECONDS = 5.0
-LARGE_INDEX = 10_000
-
-
-def index_health() -> IndexHealth:
-    """How complete the vector index is for the active model.
-
-    Counting is a scan of the whole index table (about 50 ms at 100,000
-    records). Up to LARGE_INDEX documents every call counts. Above it a
-    process answers with its last count and, once that is HEALTH_TTL_SECONDS
-    old, counts again in a background thread (stale while revalidating): no
-    search waits for the scan, and the figure may lag the embedding worker
-    by a few seconds.
-    """
-    key = (connection.settings_dict["NAME"], get_provider().model_id)
-    cached = _health_cache.get(key)
-    if cached:
-        if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:
-            _recount_in_background(key)
-        return cached[1]
-    health = _count_health(key[1])
-    if health.documents > LARGE_INDEX:
-        _health_cache[key] = (time.monotonic(), health)
-    return health
-
-
-def _count_health(model_id: str) -> IndexHealth:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE embedding_model = %s AND embedding_hash = content_hash) "
-            "FROM search_document",
-            [model_id],
-        )
-        documents, embedded = cursor.fetchone()
-    return IndexHealth(
-        documents=documents,
-        embedded=embedded,
-        coverage=round(embedded / documents, 4) if documents else 1.0,
-        model=model_id,
-    )
-
-
-def _recount_in_background(key: tuple[str, str]) -> None:
-    with _health_lock:
-        if key in _health_refreshing:
-            return
-        _health_refreshing.add(key)
-
-    def recount() -> None:
-        try:
-            if connection.settings_dict["NAME"] != key[0]:  # not this process's database: count on the next call
-                _health_cache.pop(key, None)
-                return
-            _health_cache[key] = (time.monotonic(), _count_health(key[1]))
-        except Exception:  # the last figure stays; the next search tries again
-            logger.warning("Counting the embedded records failed", exc_info=True)
-        finally:
-            connection.close()  # this thread's own connection
-            with _health_lock:
-                _health_refreshing.discard(key)
-
-    threading.Thread(target=recount, name="search-index-health", daemon=True).start()

@@ -95,3 +95,31 @@ class Document(models.Model):
 
     def __str__(self):
         return f"{self.key} {self.title}"
+
+
+class WorkerState(models.TextChoices):
+    RUNNING = "running"
+    RESTARTING = "restarting"  # it died; started again after a back-off
+    STOPPED = "stopped"  # stopped with the server that supervised it
+
+
+class Worker(models.Model):
+    """A supervised background worker (the embedding worker `serve` runs), as
+    its supervisor last saw it: search.worker.Supervisor writes this row, and
+    index health reads it, so the state is visible from every process."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    state = models.CharField(max_length=20, choices=WorkerState.choices)
+    pid = models.IntegerField(null=True)
+    host = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(null=True)
+    heartbeat_at = models.DateTimeField(help_text="the supervisor's last word; stale when it is gone")
+    restarts = models.IntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True)
+
+    class Meta:
+        db_table = "search_worker"
+
+    def __str__(self):
+        return f"{self.name} worker ({self.state})"

@@ -652,34 +652,34 @@ def health_cache():
     recount left running into the next test."""
     import threading
 
-    from search import engine
+    from search import health
 
     def settle():
         for thread in threading.enumerate():
             if thread.name == "search-index-health":
                 thread.join(timeout=10)
 
-    engine._health_cache.clear()
+    health._health_cache.clear()
     yield settle
     settle()
-    engine._health_cache.clear()
+    health._health_cache.clear()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_large_index_recounts_its_coverage_without_making_a_search_wait(monkeypatch, health_cache):
-    from search import engine
+    from search import health
 
-    monkeypatch.setattr(engine, "LARGE_INDEX", 1)  # as if it held more than 10,000 records
-    monkeypatch.setattr(engine, "HEALTH_TTL_SECONDS", 0.0)
+    monkeypatch.setattr(health, "LARGE_INDEX", 1)  # as if it held more than 10,000 records
+    monkeypatch.setattr(health, "HEALTH_TTL_SECONDS", 0.0)
     import_records(jsonl(*CORPUS[:3]).splitlines())
 
-    assert engine.index_health().documents == 3  # counted on the first call
+    assert health.index_health().documents == 3  # counted on the first call
     import_records(jsonl(*CORPUS[3:5]).splitlines())
-    stale = engine.index_health()  # answers at once with the last count, and recounts meanwhile
+    stale = health.index_health()  # answers at once with the last count, and recounts meanwhile
     health_cache()
 
     assert stale.documents == 3
-    assert engine.index_health().documents == 5
+    assert health.index_health().documents == 5
 
 
 def test_records_without_vectors_still_rank_by_keyword(embedded):

@@ -7,7 +7,6 @@ runserver, as runserver itself splits parsing from serving.
 import os
 import secrets
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -58,25 +57,27 @@ class Command(BaseCommand):
             self.inner_run(addrport, embed=not no_embed)
 
     def inner_run(self, addrport, embed: bool):
+        from search.health import EMBEDDING_WORKER
+        from search.worker import Supervisor
+
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
         # Ctrl-C: the worker is stopped and the embedded database detached.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         worker = None
         if embed:
-            # The embedding worker runs beside the server and stops with it.
-            worker = subprocess.Popen(
-                [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "embed", "--watch", "--no-progress"],
-                stdout=subprocess.DEVNULL,
-            )
+            # The embedding worker runs beside the server, is started again
+            # when it dies (search/worker.py), and stops with the server.
+            command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "embed", "--watch", "--no-progress"]
+            worker = Supervisor(EMBEDDING_WORKER, command)
+            worker.start()
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
             if worker is not None:
-                worker.terminate()
-                worker.wait(timeout=30)
+                worker.stop()
 
     def embedding_status(self, no_embed: bool) -> str:
-        from search.engine import index_health
+        from search.health import index_health
 
         health = index_health()
         status = f"{health.embedded} of {health.documents} records embedded ({health.model})"
