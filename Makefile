@@ -5,12 +5,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install chromium bench lint
+.PHONY: run test install system-packages bench lint
 
 run: install
 	$(BIN)/python manage.py serve
 
-test: install chromium
+test: install system-packages
 	$(BIN)/python -m pytest
 
 install: $(VENV)/.installed
@@ -21,11 +21,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The browser tests drive Debian's Chromium; Playwright's own download does not
-# work on these machines. Installed once, with sudo when not root.
-chromium:
-	@test -x /usr/bin/chromium || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+# Debian packages the tests drive: Chromium for the browser tests (Playwright's
+# own download does not work on these machines), and user-mode QEMU, which runs
+# the embedded PostgreSQL as CPUs without AVX-512 (tests/test_portability.py).
+# Installed once, with sudo when not root.
+system-packages:
+	@missing=""; test -x /usr/bin/chromium || missing="chromium"; \
+	  command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
+	  if [ -n "$$missing" ]; then SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing; fi
 
 bench: install
 	$(BIN)/python bench/import_bench.py

@@ -5,9 +5,16 @@ renewal" feature has a test and a bug reported against it on Android 14.
 Ledgerly is an invoicing web app with a PDF export feature.
 """
 
+import contextlib
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import psutil
 import pytest
 from django.core.management import call_command
 
@@ -87,3 +94,37 @@ def run_import(text: str, *args: str) -> tuple[int, str, str]:
     finally:
         sys.stdin = stdin
     return code, out.getvalue(), err.getvalue()
+
+
+# -- processes of their own: manage.py commands and embedded servers -------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str, env: dict, **kwargs) -> subprocess.CompletedProcess | subprocess.Popen:
+    command = [sys.executable, str(ROOT / "manage.py"), *args]
+    full_env = {**os.environ, **env}
+    full_env.pop("DATABASE_URL", None) if "DATABASE_URL" not in env else None
+    if kwargs.pop("background", False):
+        return subprocess.Popen(
+            command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+        )
+    return subprocess.run(command, env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def shell(code: str, env: dict) -> str:
+    result = manage("shell", "--no-imports", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def pgdata(tmp_path):
+    """A data folder for an embedded server of the test's own, stopped
+    afterwards even when the test failed while it was still running."""
+    yield tmp_path / "pgdata"
+    pid_file = tmp_path / "pgdata" / "postmaster.pid"
+    if pid_file.exists():
+        with contextlib.suppress(psutil.NoSuchProcess, ValueError):
+            # SIGINT: PostgreSQL's fast shutdown, which does not wait for clients.
+            psutil.Process(int(pid_file.read_text().split()[0])).send_signal(signal.SIGINT)

@@ -2,14 +2,10 @@
 user's own server through DATABASE_URL."""
 
 import contextlib
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 from urllib.parse import quote
 
 import psutil
@@ -19,36 +15,7 @@ from django.db import connection
 
 from backlog.db import ensure_extension
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def manage(*args: str, env: dict, **kwargs) -> subprocess.CompletedProcess | subprocess.Popen:
-    command = [sys.executable, str(ROOT / "manage.py"), *args]
-    full_env = {**os.environ, **env}
-    full_env.pop("DATABASE_URL", None) if "DATABASE_URL" not in env else None
-    if kwargs.pop("background", False):
-        return subprocess.Popen(
-            command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
-        )
-    return subprocess.run(command, env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=120, **kwargs)
-
-
-def shell(code: str, env: dict) -> str:
-    result = manage("shell", "--no-imports", "-c", code, env=env)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-@pytest.fixture
-def pgdata(tmp_path):
-    """A data folder for an embedded server of the test's own, stopped
-    afterwards even when the test failed while it was still running."""
-    yield tmp_path / "pgdata"
-    pid_file = tmp_path / "pgdata" / "postmaster.pid"
-    if pid_file.exists():
-        with contextlib.suppress(psutil.NoSuchProcess, ValueError):
-            # SIGINT: PostgreSQL's fast shutdown, which does not wait for clients.
-            psutil.Process(int(pid_file.read_text().split()[0])).send_signal(signal.SIGINT)
+from .conftest import manage, shell
 
 
 @pytest.mark.django_db

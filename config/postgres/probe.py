@@ -38,7 +38,7 @@ STATEMENTS = (
     "ORDER BY v <=> (SELECT v FROM probe WHERE id = 14) LIMIT 10) hits",
     "SELECT round((v <=> v)::numeric, 3) AS cosine, round((v <-> v)::numeric, 3) AS l2, "
     "round((v::vector(384) <#> v::vector(384))::numeric, 1) < 0 AS inner_product, "
-    "round(l2_norm(l2_normalize(v::vector(384)))::numeric, 3) AS norm FROM probe WHERE id = 3",
+    "round(vector_norm(l2_normalize(v::vector(384)))::numeric, 3) AS norm FROM probe WHERE id = 3",
     "SELECT similarity('checkout', 'chekout') > 0.3 AS trigram",
     "SELECT 'passed' AS probe",
 )
@@ -53,12 +53,12 @@ class ProbeResult:
 
     @classmethod
     def from_run(cls, returncode: int, output: str) -> "ProbeResult":
-        if PASSED in output and returncode == 0:
+        errors = [line.strip() for line in output.splitlines() if "ERROR" in line or "FATAL" in line]
+        if PASSED in output and returncode == 0 and not errors:
             return cls(True, "")
         if returncode in (-signal.SIGILL, 128 + signal.SIGILL) or "Illegal instruction" in output:
             return cls(False, "the server died on an illegal instruction: pgvector was built for a newer CPU")
-        last = [line.strip() for line in output.splitlines() if "ERROR" in line or "FATAL" in line]
-        return cls(False, (last[-1] if last else output.strip()[-300:]) or f"exit status {returncode}")
+        return cls(False, (errors[0] if errors else output.strip()[-300:]) or f"exit status {returncode}")
 
 
 def run(bin_dir: Path, user: str | None = None, emulate_cpu: str | None = None) -> ProbeResult:

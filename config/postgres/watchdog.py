@@ -24,7 +24,15 @@ from pathlib import Path
 import psutil
 
 POLL_SECONDS = 1.0
-PID_FILE = ".watchdog.pid"  # embedded.WATCHDOG_PID
+PID_FILE = ".watchdog.pid"
+
+
+def running(pid: int) -> bool:
+    """Alive, and not a zombie (dead, its exit status not yet read by its parent)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def watch(pgdata: Path) -> None:
@@ -40,7 +48,7 @@ def watch(pgdata: Path) -> None:
         time.sleep(POLL_SECONDS)
         with PostgresServer._lock:
             attached = handles.get()
-            alive = [pid for pid in attached if psutil.pid_exists(pid)]
+            alive = [pid for pid in attached if running(pid)]
             if alive != attached:
                 handles.put(alive)
             if alive:
