@@ -169,3 +169,15 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
     while pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pid_file.exists(), "the database should stop with the last living process"
+
+
+@pytest.mark.django_db
+def test_dbshell_opens_the_psql_that_ships_with_the_embedded_server():
+    if connection.settings_dict["ENGINE"] != "config.postgres":
+        pytest.skip("DATABASE_URL: dbshell is the user's own psql")
+    env = {"EMBEDDED_PG_DATABASE": connection.settings_dict["NAME"]}
+
+    result = manage("dbshell", "--", "-tAc", "SELECT extversion FROM pg_extension WHERE extname = 'vector'", env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0.8.6"
