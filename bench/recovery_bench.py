@@ -10,8 +10,8 @@ then a client asks `GET /api/search` every 50 ms while one outage happens:
 - killed:    the postmaster is sent SIGKILL (its backends follow);
 - backend:   one backend is sent SIGKILL: PostgreSQL ends every connection
              and recovers by itself;
-- external:  a server reached through DATABASE_URL is stopped for 3 s and
-             started again by the operator (here, the bench);
+- external:  a server reached through DATABASE_URL is stopped for 3 s (asked
+             all along) and started again by the operator (here, the bench);
 - worker:    the embedding worker is sent SIGKILL; `serve` starts it again.
 
 For each it reports the requests answered 503 (none other than 200 and 503
@@ -163,23 +163,30 @@ def ask(url: str, token: str) -> tuple[int, dict]:
         return 0, {}
 
 
-def outage(url: str, token: str, cause, back=None) -> dict:
-    """Cause an outage while asking every INTERVAL; count answers until two 200s in a row after it."""
+def outage(url: str, token: str, cause, down_for: float = 0.0, back=None) -> dict:
+    """Cause an outage and ask every INTERVAL until the first 200. With `back`,
+    the server stays down for `down_for` seconds (asked all along) and the time
+    to the first 200 counts from `back()`, the operator's restart."""
+    counts = {"unavailable": 0, "errors": 0}
+
+    def tally(status: int) -> None:
+        counts["unavailable" if status == 503 else "errors"] += 1
+
     cause()
     began = time.monotonic()
     if back is not None:
+        while time.monotonic() - began < down_for:
+            tally(ask(url, token)[0])
+            time.sleep(INTERVAL)
         back()
-        began = time.monotonic()  # from the server's return
-    counts = {"unavailable": 0, "errors": 0}
-    recovered = None
+        began = time.monotonic()
     while time.monotonic() - began < OUTAGE_DEADLINE:
         status, _ = ask(url, token)
         if status == 200:
-            recovered = recovered or time.monotonic()
-            break
-        counts["unavailable" if status == 503 else "errors"] += 1
+            return {**counts, "recovered_ms": (time.monotonic() - began) * 1000}
+        tally(status)
         time.sleep(INTERVAL)
-    return {**counts, "recovered_ms": None if recovered is None else (recovered - began) * 1000}
+    return {**counts, "recovered_ms": None}
 
 
 def worker_restart(url: str, token: str, process: subprocess.Popen) -> dict:
