@@ -111,7 +111,8 @@ def run_round() -> dict[str, dict]:
                     url,
                     token,
                     lambda: pg_ctl(embedded, users, "-m", "fast", "stop"),
-                    back=lambda: (time.sleep(3), server.ensure_postgres_running()),
+                    down_for=3.0,
+                    back=server.ensure_postgres_running,
                 )
         finally:
             with contextlib.suppress(Exception):

@@ -186,7 +186,13 @@ def revive(pgdata: Path) -> bool:
         if info is not None and watchdog.running(info.pid):
             return False
         logger.warning("embedded PostgreSQL in %s is not running: starting it again", pgdata)
-        server.ensure_postgres_running()
+        try:
+            server.ensure_postgres_running()
+        except (subprocess.SubprocessError, AssertionError):
+            # Not yet: a killed server's backends still hold its shared memory
+            # for a moment. This request is answered 503; the next one tries again.
+            logger.warning("embedded PostgreSQL in %s did not start; see its log", pgdata, exc_info=True)
+            return False
         server.global_process_id_list.get_and_add(os.getpid())
         _ensure_watchdog(pgdata)
         return True
