@@ -1,0 +1,157 @@
+"""The response contract itself, pinned: exact REST bodies for a small fixed corpus.
+
+The parity tests compare the surfaces with `service.call`, so a change to the
+contract passes them all. These compare each body with a file checked in
+under tests/golden/, read by a person when it was written: a renamed field,
+a lost facet, a changed message or order fails here until the file is
+written again on purpose:
+
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_contract_golden.py
+
+and the diff is reviewed like code. Only what legitimately changes from day
+to day is masked: scores and cursors carry the recency boost, whose age is
+counted from today. Keyword mode throughout, so no float of the embedding
+model (which may differ in its last digits between CPUs) is involved.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from backlog.services import import_records
+
+from .conftest import jsonl
+
+GOLDEN = Path(__file__).parent / "golden"
+MASKED = {"score", "keyword_score", "semantic_score", "recency", "next_cursor"}
+
+AT = "2026-01-05T09:00:00+00:00"
+CORPUS = [
+    {
+        "kind": "product",
+        "key": "PRD-1",
+        "name": "Tramline Mobile",
+        "description": "Ticketing app for city transit",
+        "created_at": AT,
+        "updated_at": AT,
+    },
+    {
+        "kind": "feature",
+        "key": "FEAT-7",
+        "product": "PRD-1",
+        "name": "Season pass renewal",
+        "acceptance_criteria": "Given an expiring pass, when I tap Renew, then the payment sheet opens",
+        "created_at": AT,
+        "updated_at": AT,
+    },
+    {
+        "kind": "test",
+        "key": "TEST-3",
+        "product": "PRD-1",
+        "feature": "FEAT-7",
+        "title": "Renew an expired pass with a saved card",
+        "steps": ["Open Passes", "Tap Renew", "Pay"],
+        "status": "active",
+        "created_at": "2026-01-10T08:00:00+00:00",
+        "updated_at": "2026-01-11T08:00:00+00:00",
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-12",
+        "product": "PRD-1",
+        "feature": "FEAT-7",
+        "test": "TEST-3",
+        "title": "Renewal button does nothing on Android 14",
+        "severity": "high",
+        "status": "open",
+        "created_at": "2026-02-01T10:00:00+00:00",
+        "updated_at": "2026-02-02T10:00:00+00:00",
+        "raw_data": {
+            "actual_result": "Tapping Renew shows a spinner forever",
+            "expected_result": "The payment sheet opens",
+            "steps": ["Open Passes", "Tap Renew"],
+            "environment": "Pixel 7, Android 14",
+        },
+    },
+    {
+        "kind": "bug",
+        "key": "BUG-13",
+        "product": "PRD-1",
+        "feature": "FEAT-7",
+        "title": "Renewal spinner never stops on iOS 18",
+        "severity": "medium",
+        "status": "duplicate",
+        "created_at": "2026-02-03T10:00:00+00:00",
+        "updated_at": "2026-02-03T10:00:00+00:00",
+        "raw_data": {"actual_result": "The spinner turns forever after tapping Renew", "environment": "iPhone 15"},
+    },
+    {
+        "kind": "product",
+        "key": "PRD-2",
+        "name": "Ledgerly",
+        "description": "Invoicing for small firms",
+        "created_at": AT,
+        "updated_at": AT,
+    },
+    {"kind": "feature", "key": "FEAT-9", "product": "PRD-2", "name": "PDF export", "created_at": AT, "updated_at": AT},
+    {
+        "kind": "bug",
+        "key": "BUG-20",
+        "product": "PRD-2",
+        "feature": "FEAT-9",
+        "title": "Invoice PDF has the wrong VAT total",
+        "severity": "critical",
+        "status": "open",
+        "created_at": "2026-03-01T09:00:00+00:00",
+        "updated_at": "2026-03-01T09:00:00+00:00",
+    },
+]
+
+REQUESTS = {
+    "search-keyword": "/api/search?query=renewal&mode=keyword",
+    "search-full-with-scores": "/api/search?query=renewal+spinner&mode=keyword&detail=full&include_scores=true",
+    "search-filters-and-page": "/api/search?query=renew&mode=keyword&entities=bug,test&status=open,active&limit=1",
+    "search-content": "/api/search?query=vat&mode=keyword&include_content=true",
+    "search-typo": "/api/search?query=renwal+spiner&mode=keyword",
+    "search-key": "/api/search?query=bug-20&mode=keyword",
+    "similar-keyword": "/api/similar/BUG-12?mode=keyword",
+    "get-with-related": "/api/records?keys=BUG-12,FEAT-7,NOPE-1",
+    "timeline": "/api/timeline/BUG-12",
+    "error-short-query": "/api/search?query=x",
+    "error-bad-mode": "/api/search?query=renewal&mode=fast",
+    "error-bad-cursor": "/api/search?query=renewal&cursor=abc",
+    "error-unknown-key": "/api/similar/NOPE-9",
+}
+
+
+def masked(value):
+    if isinstance(value, dict):
+        return {k: "<masked>" if k in MASKED and value[k] is not None else masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(item) for item in value]
+    return value
+
+
+@pytest.fixture
+def client(db, django_user_model):
+    report = import_records(jsonl(*CORPUS).splitlines())
+    assert report.written and not report.problems, report.problems
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("reader"))
+    return client
+
+
+@pytest.mark.django_db(reset_sequences=True)  # record ids are part of the full detail
+@pytest.mark.parametrize("name", REQUESTS)
+def test_the_rest_body_is_the_one_checked_in(client, name):
+    response = client.get(REQUESTS[name])
+    answer = {"status": response.status_code, "body": masked(response.json())}
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(answer, indent=2, ensure_ascii=False) + "\n")
+
+    assert answer == json.loads(path.read_text())
