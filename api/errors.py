@@ -18,16 +18,12 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from backlog.db import database_unavailable
-from search.contract import DatabaseUnavailable, SearchError
+from search.contract import DatabaseUnavailable, SearchError, error_body
 
 logger = logging.getLogger(__name__)
 
 # DRF's codes, where ours are more telling or match search.contract's.
 CODES = {"invalid": "invalid_request", "parse_error": "invalid_request", "error": "server_error"}
-
-
-def error_body(code: str, message: str, **extra) -> dict:
-    return {"error": {"code": code, "message": message, **extra}}
 
 
 class Conflict(exceptions.APIException):

@@ -32,10 +32,11 @@ from search.contract import (
     SimilarRequest,
     TimelineRequest,
     TimelineResponse,
+    error_body,
 )
 
 from . import filters, schema, serializers
-from .errors import Conflict, error_body
+from .errors import Conflict
 from .parsers import PARSERS
 
 # -- search operations --------------------------------------------------------------------

@@ -4,7 +4,8 @@ The rule is `visible_product_ids`: a user sees the records of some products,
 or of all of them. Readers of records never decide this themselves; they
 take it as a queryset filter (`visible`, for the ORM: the REST record
 endpoints, the staff UI) or as SQL over the search index
-(`search.engine.access_scope`: search, similar, get, timeline). Both are
+(`search.scope.access_scope`: search and similar; `get` and `timeline`
+use `visible` on the search index). Both are
 built from `visible_product_ids`, so a rule written there restricts every
 surface at once. The rule only removes rows, never adds them.
 """

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from . import bulk, interchange
 from .models import RECORD_MODELS, Product
+from .signals import records_imported
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +163,7 @@ def import_records(
             return report
         report.written = True
     if report.written:
-        from search.indexing import after_bulk_write  # the index lives in search/
-
-        after_bulk_write(report.changed)
+        records_imported.send(sender=import_records, rows=report.changed)
     return report
 
 

@@ -32,7 +32,8 @@ django.setup()
 import numpy as np  # noqa: E402
 
 from backlog.demo import generate  # noqa: E402
-from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, LocalEmbeddingProvider, document_text  # noqa: E402
+from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, document_text  # noqa: E402
+from search.local_model import LocalEmbeddingProvider  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from search_bench import QUERIES, percentile  # noqa: E402

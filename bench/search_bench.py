@@ -56,11 +56,12 @@ from backlog.demo import generate  # noqa: E402
 from backlog.interchange import dumps  # noqa: E402
 from backlog.management.commands._progress import progress_bars  # noqa: E402
 from backlog.services import import_records  # noqa: E402
-from search import ranking  # noqa: E402
+from search import semantic  # noqa: E402
 from search.contract import SearchRequest  # noqa: E402
 from search.embeddings import document_text, get_provider  # noqa: E402
 from search.engine import search  # noqa: E402
 from search.indexing import embed_pending  # noqa: E402
+from search.scope import Scope  # noqa: E402
 
 UNIVERSAL = "qaeverywhere"
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made
@@ -198,12 +199,12 @@ def semantic_recall(vectors: list[np.ndarray], rounds: int) -> tuple[list[float]
     (ann-benchmarks counts recall the same way)."""
     provider = get_provider()
     times, strict, tied = [], [], []
-    scope = ranking.Scope()
+    scope = Scope()
     for _ in range(rounds):
         for vector in vectors:
-            times.append(timed(lambda v=vector: ranking.semantic_arm(v, provider.model_id, scope, 20)))
+            times.append(timed(lambda v=vector: semantic.nearest(v, provider.model_id, scope, 20)))
     for vector in vectors:
-        approximate = ranking.semantic_arm(vector, provider.model_id, scope, 20).ranked[:10]
+        approximate = semantic.nearest(vector, provider.model_id, scope, 20).ranked[:10]
         literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_indexscan = off")

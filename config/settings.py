@@ -164,7 +164,7 @@ EMBEDDING_DIMENSIONS = envint("EMBEDDING_DIMENSIONS", 384)
 EMBEDDING_API_TIMEOUT = envfloat("EMBEDDING_API_TIMEOUT", 30.0)
 EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
 
-# Ranking (search/engine.py and search/ranking.py explain each).
+# Ranking (search/engine.py, search/keyword.py and search/semantic.py explain each).
 SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
 SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
 SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)

@@ -30,7 +30,14 @@ from pydantic import ConfigDict
 
 from backlog.db import database_unavailable
 from search import service
-from search.contract import DatabaseUnavailable, GetResponse, SearchError, SearchResponse, TimelineResponse
+from search.contract import (
+    DatabaseUnavailable,
+    GetResponse,
+    SearchError,
+    SearchResponse,
+    TimelineResponse,
+    error_body,
+)
 
 from .auth import DrfTokenVerifier
 from .schema import input_schemas, output_schema
@@ -80,7 +87,7 @@ class AnyArguments(ArgModelBase):
 def build_server(user=None, http_url: str | None = None) -> MCPServer:
     """The server. Over stdio the tools act as `user`; served at `http_url`, every
     request needs a bearer token (a REST API token) and acts as its user."""
-    inputs = input_schemas({name: service.OPERATIONS[name] for name in TOOLS})
+    inputs = input_schemas({name: service.OPERATIONS[name].request for name in TOOLS})
     tools = [_tool(name, description, inputs[name], response, user) for name, (description, response) in TOOLS.items()]
     auth = {}
     if http_url:
@@ -146,7 +153,7 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
         if database_unavailable(error):
             return DatabaseUnavailable().body(), True
         logger.exception("MCP %s failed", operation)
-        return {"error": {"code": "internal_error", "message": INTERNAL_ERROR}}, True
+        return error_body("internal_error", INTERNAL_ERROR), True
     finally:
         close_old_connections()
 

@@ -3,3 +3,13 @@ from django.apps import AppConfig
 
 class SearchConfig(AppConfig):
     name = "search"
+
+    def ready(self):
+        from backlog.signals import records_imported
+
+        from .indexing import after_bulk_write
+
+        def refresh(sender, rows: int, **kwargs) -> None:
+            after_bulk_write(rows)  # a large import leaves the index's statistics and GIN pending list stale
+
+        records_imported.connect(refresh, weak=False, dispatch_uid="search.after_bulk_write")

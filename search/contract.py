@@ -11,15 +11,19 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from backlog.models import BugStatus, Severity, TestStatus
 from backlog.text import NulFreeStr, no_nul
 
-Kind = Literal["product", "feature", "test", "bug"]
+from .models import Kind as DocumentKind
+
+# The record vocabularies are the models' own choices, as Literals for the schemas.
+Kind = Literal[tuple(DocumentKind.values)]
 Mode = Literal["hybrid", "keyword", "semantic"]
 MatchMode = Literal["simple", "raw"]
 Sort = Literal["relevant", "recent"]
 Detail = Literal["concise", "full"]
-SeverityName = Literal["critical", "high", "medium", "low"]
-StatusName = Literal["open", "accepted", "rejected", "fixed", "duplicate", "draft", "active", "archived"]
+SeverityName = Literal[tuple(Severity.values)]
+StatusName = Literal[tuple(BugStatus.values + TestStatus.values)]
 
 QUERY_MIN, QUERY_MAX = 2, 500
 LIMIT_DEFAULT, LIMIT_MAX = 20, 100
@@ -38,6 +42,11 @@ def _omitted_when_null(value) -> bool:
     return value is None
 
 
+def error_body(code: str, message: str, **extra) -> dict:
+    """The one error shape of every surface: `{"error": {"code", "message", ...}}`."""
+    return {"error": {"code": code, "message": message, **extra}}
+
+
 class SearchError(ValueError):
     """The caller can fix it: the message says what was wrong and what to send.
 
@@ -50,7 +59,7 @@ class SearchError(ValueError):
     retry_after: int | None = None  # seconds, for an error that passes by itself
 
     def body(self) -> dict:
-        return {"error": {"code": self.code, "message": str(self)}}
+        return error_body(self.code, str(self))
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after)} if self.retry_after else {}
@@ -59,6 +68,10 @@ class SearchError(ValueError):
 class NotFound(SearchError):
     status = 404
     code = "not_found"
+
+    @classmethod
+    def no_record(cls, key: str) -> "NotFound":
+        return cls(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
 
 
 class DatabaseUnavailable(SearchError):

@@ -17,20 +17,17 @@ from .sql import KINDS, TEXT_SEARCH_CONFIG
 
 START, STOP = "\ue000", "\ue001"
 SNIPPET_CHARS = 160
-# Fields in the order a snippet prefers them (title last: it is shown anyway).
-FIELDS = {
-    "product": ["description"],
-    "feature": ["description", "acceptance_criteria"],
-    "test": ["description", "steps"],
-    "bug": ["description", "actual_result", "expected_result", "steps", "environment"],
-}
-# Each kind's text columns, read from its table (search.sql.KINDS names it).
-COLUMNS = {
-    "product": "name AS title, description",
-    "feature": "name AS title, description, acceptance_criteria",
-    "test": "title, description, array_to_string(steps, E'\\n') AS steps",
-    "bug": "title, description, actual_result, expected_result, steps, environment",
-}
+
+
+def _fields(kind: str) -> list[str]:
+    """The kind's text fields in the order a snippet prefers them (title last: it is shown anyway)."""
+    return list(KINDS[kind]["fields"])
+
+
+def _columns(kind: str) -> str:
+    """The kind's title and text fields, as columns of its table `r` (search.sql.KINDS)."""
+    fields = KINDS[kind]["fields"]
+    return ", ".join([f"{KINDS[kind]['title']} AS title", *(f"{sql} AS {name}" for name, (sql, _) in fields.items())])
 
 
 @dataclass
@@ -66,7 +63,7 @@ def page_documents(ids: list[int], with_fields: bool = True) -> dict[int, PageDo
             by_kind.setdefault(doc.kind, []).append(doc)
         for kind, docs in by_kind.items():
             cursor.execute(
-                f"SELECT id, {COLUMNS[kind]} FROM {KINDS[kind]['table']} WHERE id = ANY(%s)",
+                f"SELECT r.id, {_columns(kind)} FROM {KINDS[kind]['table']} r WHERE r.id = ANY(%s)",
                 [[d.record_id for d in docs]],
             )
             names = [column.name for column in cursor.description][1:]
@@ -80,7 +77,7 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
     """One snippet a document; highlighted where `tsquery` matches."""
     candidates = []  # (doc id, field, text)
     for doc in documents.values():
-        for name in ["title", *FIELDS[doc.kind]]:
+        for name in ["title", *_fields(doc.kind)]:
             text = doc.fields.get(name)
             if text:
                 candidates.append((doc.id, name, text))
@@ -120,7 +117,7 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
             text, highlights = _offsets(headlines[(doc.id, best)])
             snippets[doc.id] = Snippet(text=text, field=best, highlights=highlights, matched_fields=names)
         else:
-            field = next((n for n in FIELDS[doc.kind] if doc.fields.get(n)), "title")
+            field = next((n for n in _fields(doc.kind) if doc.fields.get(n)), "title")
             text = _shorten(doc.fields.get(field) or doc.title)
             snippets[doc.id] = Snippet(text=text, field=field, highlights=[], matched_fields=names)
     return snippets

@@ -14,6 +14,10 @@ row whose embedding is stale is one comparison away.
 
 TEXT_SEARCH_CONFIG = "english"
 
+# Each kind's table and the index row's columns, as SQL over the record `r`.
+# `fields` are its text fields after the title, in the order a snippet
+# prefers them, each with its tsvector weight (the title is A): the index
+# text, the embedded body and the snippets are all made of these.
 KINDS = {
     "product": {
         "table": "backlog_product",
@@ -22,8 +26,7 @@ KINDS = {
         "title": "r.name",
         "status": "NULL",
         "severity": "NULL",
-        "weights": {"A": ["r.name"], "B": ["r.description"]},
-        "body": ["nullif(r.description, '')"],
+        "fields": {"description": ("r.description", "B")},
     },
     "feature": {
         "table": "backlog_feature",
@@ -32,8 +35,7 @@ KINDS = {
         "title": "r.name",
         "status": "NULL",
         "severity": "NULL",
-        "weights": {"A": ["r.name"], "B": ["r.description", "r.acceptance_criteria"]},
-        "body": ["nullif(r.description, '')", "nullif(r.acceptance_criteria, '')"],
+        "fields": {"description": ("r.description", "B"), "acceptance_criteria": ("r.acceptance_criteria", "B")},
     },
     "test": {
         "table": "backlog_test",
@@ -42,8 +44,7 @@ KINDS = {
         "title": "r.title",
         "status": "r.status",
         "severity": "NULL",
-        "weights": {"A": ["r.title"], "B": ["r.description", "array_to_string(r.steps, E'\\n')"]},
-        "body": ["nullif(r.description, '')", "nullif(array_to_string(r.steps, E'\\n'), '')"],
+        "fields": {"description": ("r.description", "B"), "steps": ("array_to_string(r.steps, E'\\n')", "B")},
     },
     "bug": {
         "table": "backlog_bug",
@@ -52,20 +53,30 @@ KINDS = {
         "title": "r.title",
         "status": "r.status",
         "severity": "r.severity",
-        "weights": {
-            "A": ["r.title"],
-            "B": ["r.description", "r.actual_result", "r.expected_result", "r.steps"],
-            "D": ["r.environment"],
+        "fields": {
+            "description": ("r.description", "B"),
+            "actual_result": ("r.actual_result", "B"),
+            "expected_result": ("r.expected_result", "B"),
+            "steps": ("r.steps", "B"),
+            "environment": ("r.environment", "D"),
         },
-        "body": [
-            "nullif(r.description, '')",
-            "r.actual_result",
-            "r.expected_result",
-            "r.steps",
-            "r.environment",
-        ],
     },
 }
+
+
+def weighted_columns(kind: str) -> dict[str, list[str]]:
+    """The kind's text by tsvector weight: {"A": [title], "B": [...], "D": [...]}."""
+    spec = KINDS[kind]
+    weights = {"A": [spec["title"]]}
+    for expression, weight in spec["fields"].values():
+        weights.setdefault(weight, []).append(expression)
+    return weights
+
+
+def body_columns(kind: str) -> list[str]:
+    """The non-title text (for the embedding and snippets), a blank field as NULL."""
+    return [f"nullif({expression}, '')" for expression, _ in KINDS[kind]["fields"].values()]
+
 
 COLUMNS = (
     "kind, record_id, key, product_id, feature_id, title, body, status, severity, "
@@ -111,10 +122,10 @@ $$;
 #   matches in buckets 0..b-1" is a uniform sample of about b /
 #   SAMPLE_BUCKETS of them, for every kind and however few records a kind
 #   has, so totals and facets are estimated from a few hundred rows however
-#   many match (search.ranking.sample_matches);
+#   many match (search.sampling.sample_matches);
 # - the month of updated_at (UTC): "the matches of the last few months"
 #   finds the most recent matches without visiting the others
-#   (search.ranking.recent_months).
+#   (search.statistics.recent_months).
 SAMPLE_BUCKETS = 256  # a power of two: the bucket is the hash's low bits
 SAMPLE_PREFIX = "~s"
 MONTH_PREFIX = "~m"
@@ -151,9 +162,9 @@ def index_rows_sql(kind: str, source: str, markers: bool = True) -> str:
     INSERT INTO search_document ({columns})
     SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
            {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
-           {_vector(spec["weights"])}, md5({spec["title"]} || E'\\n' || x.body)
+           {_vector(weighted_columns(kind))}, md5({spec["title"]} || E'\\n' || x.body)
            {", " + _markers(kind) if markers else ""}
-    FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(spec["body"])}) AS body) x
+    FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(body_columns(kind))}) AS body) x
     ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
     """
 

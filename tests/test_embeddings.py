@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 from django.test import override_settings
 
-from search import embeddings
+from search import embeddings, local_model
 from search.embeddings import (
     MAX_DOCUMENT_CHARS,
     EmbeddingError,
     EmbeddingProvider,
-    LocalEmbeddingProvider,
-    OpenAIEmbeddingProvider,
     document_text,
     get_provider,
     reset_provider,
 )
+from search.hosted_model import OpenAIEmbeddingProvider
+from search.local_model import LocalEmbeddingProvider
 
 RENEWAL_BUG = "Renewal button does nothing on Android 14: tapping Renew shows a spinner, the payment sheet never opens"
 PRINTER_BUG = "Receipt printer prints garbled characters after the driver update"
@@ -221,7 +221,7 @@ def test_the_derived_model_is_cached_and_reused(local, model_cache, monkeypatch)
     def must_not_derive(*args):
         raise AssertionError("the cached model was derived again")
 
-    monkeypatch.setattr(embeddings, "derive_dynamic_model", must_not_derive)
+    monkeypatch.setattr(local_model, "derive_dynamic_model", must_not_derive)
     again = LocalEmbeddingProvider(cache_dir=model_cache)
     assert np.array_equal(again.embed_query(RENEWAL_BUG), local.embed_query(RENEWAL_BUG))
 

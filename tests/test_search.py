@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from backlog.services import import_records
-from search.contract import SearchRequest
+from search.contract import SearchError, SearchRequest, SimilarRequest
 from search.embeddings import document_text
-from search.engine import SearchError, search, similar
+from search.engine import search, similar
 from search.indexing import embed_pending
 
 from .conftest import jsonl
@@ -214,7 +214,7 @@ def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(mo
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from search.ranking import recent_months
+    from search.statistics import recent_months
 
     settings.SEARCH_EXACT_LIMIT = 1
     settings.SEARCH_RECENT_CANDIDATES = 4
@@ -289,7 +289,8 @@ def test_records_updated_at_the_same_moment_are_taken_by_id(db, settings):
 
 
 def test_a_sample_sized_from_too_low_an_estimate_is_taken_again_smaller(months_of_bugs, settings):
-    from search.ranking import Scope, sample_matches
+    from search.sampling import sample_matches
+    from search.scope import Scope
 
     settings.SEARCH_SAMPLE_MATCHES = 64
     # Told to expect 10 matches, it would read all 512; it stops at 257 and
@@ -693,12 +694,12 @@ def test_records_without_vectors_still_rank_by_keyword(embedded):
 
 
 def test_similar_finds_the_duplicate(embedded):
-    response = similar("BUG-4", entities=["bug"])
+    response = similar(SimilarRequest(key="BUG-4", entities=["bug"]))
 
     assert keys(response)[0] == "BUG-5"
     assert "BUG-4" not in keys(response)
     with pytest.raises(SearchError, match="no record with key"):
-        similar("BUG-404")
+        similar(SimilarRequest(key="BUG-404"))
 
 
 def test_the_contract_exports_as_json_schema_and_round_trips(corpus):

@@ -12,7 +12,7 @@ from django.utils.cache import patch_vary_headers
 
 from search import service
 from search.contract import NotFound, SearchError
-from search.health import index_health
+from search.service import health as index_health
 
 from . import dashboard as figures
 from .decorators import staff_required

@@ -77,7 +77,7 @@ class Command(BaseCommand):
                 worker.stop()
 
     def embedding_status(self, no_embed: bool) -> str:
-        from search.health import index_health
+        from search.service import health as index_health
 
         health = index_health()
         status = f"{health.embedded} of {health.documents} records embedded ({health.model})"

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from backlog.management.commands._progress import progress_bars
 from backlog.services import import_records
-from search.contract import SearchRequest
-from search.engine import SearchError, search, similar
+from search.contract import SearchError, SearchRequest, SimilarRequest
+from search.engine import search, similar
 from search.evaluation import (
     DEPTH,
     FORMULAS,
@@ -181,5 +181,8 @@ class EngineRanking:
     @staticmethod
     def page(query: Query, mode: str, cursor: str | None):
         if query.similar_to is not None:
-            return similar(query.similar_to, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor)
+            request = SimilarRequest(
+                key=query.similar_to, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor
+            )
+            return similar(request)
         return search(SearchRequest(query=query.text, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor))

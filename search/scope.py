@@ -1,0 +1,65 @@
+"""Which index rows a search may consider: the request's filters and the access rule.
+
+A `Scope` is one SQL condition over `search_document d` with named
+parameters. Every statement of every arm, count, facet and snippet adds it to
+its own WHERE, so all of them see exactly the rows the user may see and the
+filters keep. Filters and access only remove rows, never add them.
+"""
+
+from dataclasses import dataclass, field
+
+from backlog import access
+
+from .contract import SearchRequest
+
+
+@dataclass(frozen=True)
+class Scope:
+    where: str = "TRUE"
+    params: dict = field(default_factory=dict)  # every name starts with "scope_"
+    # No filter and no access rule: corpus-wide statistics may decide for it.
+    everything: bool = True
+
+    def narrowed(self, condition: str, **params) -> "Scope":
+        """This scope and `condition` (its parameters named scope_*)."""
+        return Scope(f"({self.where}) AND ({condition})", {**self.params, **params}, everything=False)
+
+
+def access_scope(user) -> Scope:
+    """Rows the user may see: backlog.access's rule (the one the ORM readers
+    use too, through `visible`) as a condition on the search index."""
+    product_ids = access.visible_product_ids(user)
+    if product_ids is None:
+        return Scope()
+    return Scope("d.product_id = ANY(%(scope_access)s)", {"scope_access": list(product_ids)}, everything=False)
+
+
+# (request field, condition over d): each list filter keeps rows whose column is one of the values.
+LIST_FILTERS = {
+    "entities": "d.kind = ANY(%(scope_entities)s)",
+    "products": "d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%(scope_products)s))",
+    "status": "d.status = ANY(%(scope_status)s)",
+    "severity": "d.severity = ANY(%(scope_severity)s)",
+}
+DATE_FILTERS = {
+    "created_after": "d.created_at >= %(scope_created_after)s",
+    "created_before": "d.created_at <= %(scope_created_before)s",
+    "updated_after": "d.updated_at >= %(scope_updated_after)s",
+    "updated_before": "d.updated_at <= %(scope_updated_before)s",
+}
+
+
+def build_scope(request: SearchRequest, user) -> Scope:
+    """The access rule and the request's filters (`feature`, and each of
+    LIST_FILTERS and DATE_FILTERS the request sets)."""
+    scope = access_scope(user)
+    for name, condition in LIST_FILTERS.items():
+        if values := getattr(request, name, None):
+            scope = scope.narrowed(condition, **{f"scope_{name}": list(values)})
+    if getattr(request, "feature", None):
+        condition = "d.feature_id IN (SELECT id FROM backlog_feature WHERE key = %(scope_feature)s)"
+        scope = scope.narrowed(condition, scope_feature=request.feature)
+    for name, condition in DATE_FILTERS.items():
+        if (value := getattr(request, name, None)) is not None:
+            scope = scope.narrowed(condition, **{f"scope_{name}": value})
+    return scope

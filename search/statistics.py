@@ -1,0 +1,121 @@
+"""Corpus statistics for the keyword arm: N, document frequencies, idf, recent months.
+
+Document frequencies of common lexemes come from PostgreSQL's own column
+statistics (pg_stats.most_common_elems, kept by ANALYZE); the rest are rare
+by definition and are counted exactly through the GIN index, capped.
+"""
+
+import math
+import re
+import time
+
+from django.conf import settings
+from django.db import connection
+
+from .query import ParsedQuery
+from .scope import Scope
+from .sql import MONTH_PREFIX
+
+_stats_cache: dict = {"at": 0.0}
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def corpus() -> tuple[float, dict[str, float]]:
+    """(N, lexeme -> fraction of documents) from the planner's statistics."""
+    if time.monotonic() - _stats_cache["at"] < 30:
+        return _stats_cache["n"], _stats_cache["freq"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
+        reltuples = cursor.fetchone()[0]
+        if reltuples is None or reltuples < 10_000:
+            cursor.execute("SELECT count(*) FROM search_document")
+            reltuples = cursor.fetchone()[0]
+        # Words of search_vector and tokens of search_markers ("~" first: no word is one).
+        cursor.execute(
+            "SELECT most_common_elems::text, most_common_elem_freqs FROM pg_stats "
+            "WHERE tablename = 'search_document' AND attname IN ('search_vector', 'search_markers')"
+        )
+        rows = cursor.fetchall()
+    freq = {}
+    for elements, freqs in rows:
+        if elements:
+            freq.update({e.strip('"'): f for e, f in zip(elements.strip("{}").split(","), freqs, strict=False)})
+    # Only cache for a large corpus; a small one is counted every time, cheaply.
+    if reltuples >= 10_000:
+        _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
+    return float(max(reltuples, 1)), freq
+
+
+def recent_months(fraction: float) -> tuple[str, float] | None:
+    """The newest months of updated_at that together hold at least
+    `fraction` of all records, from the column statistics of the month
+    tokens (sql.MONTH_PREFIX): the oldest of them (YYYYMM) and the fraction
+    they hold. None when that would be most records anyway, or when the
+    statistics do not know the months (a small or unanalyzed corpus, cheap
+    to read in full)."""
+    if fraction >= 0.5:
+        return None
+    _, freq = corpus()
+    months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
+    covered = 0.0
+    for month, share in months:
+        covered += share
+        if covered >= fraction:
+            return month, covered
+    return None
+
+
+# The month tokens from %(since)s (YYYYMM) to the newest record's month, as
+# one tsquery: months too rare for the statistics count as well.
+MONTHS_SINCE_SQL = (
+    "(SELECT string_agg(quote_literal(%(month_prefix)s || to_char(m, 'YYYYMM')), ' | ')::tsquery "
+    "FROM generate_series(to_date(%(since)s, 'YYYYMM'), "
+    "(SELECT max(updated_at) AT TIME ZONE 'UTC' FROM search_document), interval '1 month') AS m)"
+)
+
+
+def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
+    """df of each term's tsquery: from the column statistics when PostgreSQL
+    keeps them for its lexeme, else counted (capped: past the cap a term is
+    common, and its idf small and flat anyway)."""
+    n, freq = corpus()
+    df: dict[str, float] = {}
+    to_count = []
+    for q in set(tsqueries):
+        lexemes = _LEXEME.findall(q)
+        if len(set(lexemes)) == 1 and lexemes[0] in freq:
+            df[q] = freq[lexemes[0]] * n  # a word, or a word and its prefix
+        else:
+            to_count.append(q)
+    if to_count:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
+                "WHERE search_vector @@ t.q::tsquery LIMIT %(cap)s) s) FROM unnest(%(queries)s::text[]) AS t(q)",
+                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count},
+            )
+            df.update({q: float(count) for q, count in cursor.fetchall()})
+    return n, df
+
+
+def idf(n: float, df: float) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]]:
+    """N and the document frequency of each term (the whole tsquery in raw
+    mode), over the whole corpus. Settles whether the last word is also a
+    prefix (ParsedQuery.settle_prefix) on the way: a word that fills the
+    keyword arm's candidate list by itself is taken as typed. Only without
+    filters or access rules: corpus-wide counts say nothing of the records
+    in scope, and must not decide what a user who sees fewer gets."""
+    if parsed.raw is not None:
+        return document_frequencies([parsed.raw] if parsed.raw else [])
+    terms = parsed.terms + parsed.units
+    n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole])
+    if scope.everything:
+        parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH)
+    # A settled word's match changed with it (and a camel-case word's parts).
+    if missing := [t.match for t in terms if t.match not in df]:
+        df.update(document_frequencies(missing)[1])
+    return n, df

@@ -1,0 +1,94 @@
+"""Typo tolerance: what to search for when the query's words find (almost) nothing.
+
+In order: a quoted phrase that matches no record is offered as plain words;
+a word being typed past its stem is cut back to a stem that matches; a word
+that matches no record is corrected to the closest word of the titles that
+contain something close to it (pg_trgm word similarity); failing all that,
+the titles closest to the whole query are offered. A word that matches
+records is never replaced.
+"""
+
+import re
+from difflib import SequenceMatcher
+
+from django.db import connection, transaction
+
+from . import facets
+from .query import ParsedQuery
+from .rows import ArmResult
+from .scope import Scope
+
+TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
+CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
+STEM_PREFIX_MIN = 4  # shortest stem tried for a word being typed
+
+
+def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]):
+    """(an arm of close titles or None, the corrected query text or None)."""
+    terms = [t for group in parsed.groups for t in group if t.tsquery]
+    if any(" " in t.text and df.get(t.match, 0) == 0 for t in terms):
+        return None, " ".join(parsed.text.replace('"', " ").split())
+    unknown = [t.text for t in terms if df.get(t.match, 0) == 0 and " " not in t.text]
+    if not unknown:
+        return None, None
+    typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
+    with transaction.atomic(), connection.cursor() as cursor:
+        corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
+        if corrections:
+            return None, " ".join(corrections.get(word.strip('"-'), word) for word in parsed.text.split())
+        return _close_titles(cursor, parsed.text, scope, depth), None
+
+
+def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
+    """A word being typed may run past its stem: "renewa" is on the way to
+    "renewal", indexed as 'renew'. Its own prefixes, one or two letters
+    shorter, are tried as whole words before any fuzzy match."""
+    corrections = {}
+    for word in typed:
+        stems = [word[:k].lower() for k in (len(word) - 1, len(word) - 2) if k >= STEM_PREFIX_MIN]
+        cursor.execute(
+            f"""SELECT c FROM unnest(%(stems)s::text[]) WITH ORDINALITY AS u(c, n)
+                WHERE EXISTS (SELECT 1 FROM search_document d
+                              WHERE d.search_vector @@ to_tsquery('simple', quote_literal(c)) AND ({scope.where}))
+                ORDER BY n LIMIT 1""",
+            {"stems": stems, **scope.params},
+        )
+        if row := cursor.fetchone():
+            corrections[word] = row[0]
+    return corrections
+
+
+def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
+    """Each unknown word's closest word among the five titles most like it."""
+    cursor.execute("SELECT set_config('pg_trgm.word_similarity_threshold', %(t)s, true)", {"t": str(TYPO_SIMILARITY)})
+    cursor.execute(
+        f"""SELECT w, ARRAY(SELECT d.title FROM search_document d WHERE w <%% d.title AND ({scope.where})
+                           ORDER BY word_similarity(w, d.title) DESC, d.id LIMIT 5)
+            FROM unnest(%(words)s::text[]) AS w""",
+        {"words": unknown, **scope.params},
+    )
+    corrections = {}
+    for word, titles in cursor.fetchall():
+        vocabulary = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+        best = max(vocabulary, key=lambda v, w=word: _likeness(w, v), default=None)
+        if best and _likeness(word, best) >= CORRECTION_RATIO:
+            corrections[word] = best
+    return corrections
+
+
+def _likeness(word: str, candidate: str) -> float:
+    return SequenceMatcher(None, word.lower(), candidate).ratio()
+
+
+def _close_titles(cursor, text: str, scope: Scope, depth: int) -> ArmResult | None:
+    """The titles most like the whole query, as an arm."""
+    cursor.execute(
+        f"""SELECT d.id, word_similarity(%(text)s, d.title) AS similarity FROM search_document d
+            WHERE %(text)s <%% d.title AND ({scope.where}) ORDER BY similarity DESC, d.id LIMIT %(depth)s""",
+        {"text": text, "depth": depth, **scope.params},
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        return None
+    ids = [row[0] for row in rows]
+    return ArmResult([(pk, float(sim)) for pk, sim in rows], len(rows), True, facets.of_rows(ids))
