@@ -15,7 +15,7 @@ from pydantic import ValidationError as PydanticError
 from rest_framework import serializers
 
 from backlog import access, interchange
-from backlog.models import Bug, Feature, Product, QATest
+from backlog.models import DERIVED_FIELDS, Bug, Feature, Product, QATest
 from backlog.text import no_nul
 
 TEXT = {"max_length": interchange.MAX_TEXT_CHARS}
@@ -112,24 +112,8 @@ class BugSerializer(RecordSerializer):
 
     class Meta(RecordSerializer.Meta):
         model = Bug
-        fields = [
-            "kind",
-            "key",
-            "id",
-            "product",
-            "feature",
-            "test",
-            "title",
-            "description",
-            "severity",
-            "status",
-            "raw_data",
-            "actual_result",
-            "expected_result",
-            "steps",
-            "environment",
-            *TIMES,
-        ]
+        fields = ["kind", "key", "id", "product", "feature", "test", "title", "description", "severity", "status"]
+        fields += ["raw_data", *DERIVED_FIELDS, *TIMES]
         # Unknown severity is null, never "" (as in the interchange format).
         extra_kwargs = {"description": TEXT, "severity": {"allow_blank": False}}
 

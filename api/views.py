@@ -88,6 +88,7 @@ class RecordViewSet(viewsets.ModelViewSet):
     pagination_class = filters.LimitOffsetPagination
     lookup_field = "key"
     lookup_value_regex = r"[A-Za-z0-9._-]+"
+    ordering = ["key"]
     related: tuple[str, ...] = ()
 
     def get_queryset(self):
@@ -125,45 +126,37 @@ class RecordViewSet(viewsets.ModelViewSet):
             raise Conflict(f"{record.key} is still named by {names}; delete or move them first.") from exc
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List products"),
-    retrieve=extend_schema(summary="One product by key"),
-)
+def summaries(kind: str, plural: str):
+    """The OpenAPI summaries of a record kind's list and retrieve operations."""
+    return extend_schema_view(
+        list=extend_schema(summary=f"List {plural}"), retrieve=extend_schema(summary=f"One {kind} by key")
+    )
+
+
+@summaries("product", "products")
 class ProductViewSet(RecordViewSet):
     serializer_class = serializers.ProductSerializer
     filterset_class = filters.RecordFilter
     ordering_fields = ["key", "name", "created_at", "updated_at"]
-    ordering = ["key"]
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List features"),
-    retrieve=extend_schema(summary="One feature by key"),
-)
+@summaries("feature", "features")
 class FeatureViewSet(RecordViewSet):
     serializer_class = serializers.FeatureSerializer
     filterset_class = filters.FeatureFilter
     ordering_fields = ["key", "name", "created_at", "updated_at"]
-    ordering = ["key"]
     related = ("product",)
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List tests"),
-    retrieve=extend_schema(summary="One test by key"),
-)
+@summaries("test", "tests")
 class QATestViewSet(RecordViewSet):
     serializer_class = serializers.QATestSerializer
     filterset_class = filters.QATestFilter
     ordering_fields = ["key", "title", "status", "created_at", "updated_at"]
-    ordering = ["key"]
     related = ("product", "feature")
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List bugs"),
-    retrieve=extend_schema(summary="One bug by key"),
-)
+@summaries("bug", "bugs")
 class BugViewSet(RecordViewSet):
     serializer_class = serializers.BugSerializer
     filterset_class = filters.BugFilter

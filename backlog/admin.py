@@ -66,6 +66,18 @@ class BugForm(forms.ModelForm):
         return value
 
 
+def status_action(name: str, status: str, description: str):
+    """An admin action `name` that sets the selected records' status (and updated_at)."""
+
+    @admin.action(description=description)
+    def action(model_admin, request, queryset):
+        count = queryset.update(status=status, updated_at=timezone.now())
+        model_admin.message_user(request, f"{count} record(s) set to {status}.", messages.SUCCESS)
+
+    action.__name__ = name
+    return action
+
+
 class RecordAdmin(admin.ModelAdmin):
     # Cross-model checks (keys unique across kinds, relations inside one
     # product) run in Record.clean(), which every ModelForm calls.
@@ -81,6 +93,28 @@ def changelist_link(model, label: str, **filters) -> str:
     return format_html('<a href="{}">{}</a>', url, label)
 
 
+class ParentAdmin(RecordAdmin):
+    """A product or feature: its changelist counts its `counted` children and
+    its open bugs, each count a link to those records."""
+
+    counted = ""  # the related name of the children counted, like "features"
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                **{f"_{self.counted}": Count(self.counted, distinct=True)},
+                _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
+            )
+        )
+
+    @admin.display(description="open bugs", ordering="_open_bugs")
+    def open_bug_count(self, record):
+        parent = f"{self.model._meta.model_name}__id__exact"
+        return changelist_link(Bug, record._open_bugs, **{parent: record.pk}, status__exact="open")
+
+
 class FeatureInline(admin.TabularInline):
     model = Feature
     fields = ("key", "name")
@@ -90,7 +124,7 @@ class FeatureInline(admin.TabularInline):
 
 
 @admin.register(Product)
-class ProductAdmin(RecordAdmin):
+class ProductAdmin(ParentAdmin):
     list_display = ("key", "name", "feature_count", "open_bug_count", "updated_at")
     ordering = ("key",)  # Meta.ordering is not applied to GROUP BY queries
     search_fields = ("key", "name")
@@ -99,24 +133,11 @@ class ProductAdmin(RecordAdmin):
         ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
     inlines = [FeatureInline]
-
-    def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                _features=Count("features", distinct=True),
-                _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
-            )
-        )
+    counted = "features"
 
     @admin.display(description="features", ordering="_features")
     def feature_count(self, product):
         return changelist_link(Feature, product._features, product__id__exact=product.pk)
-
-    @admin.display(description="open bugs", ordering="_open_bugs")
-    def open_bug_count(self, product):
-        return changelist_link(Bug, product._open_bugs, product__id__exact=product.pk, status__exact="open")
 
 
 class TestInline(admin.TabularInline):
@@ -137,7 +158,7 @@ class BugInline(admin.TabularInline):
 
 
 @admin.register(Feature)
-class FeatureAdmin(RecordAdmin):
+class FeatureAdmin(ParentAdmin):
     list_display = ("key", "name", "product", "test_count", "open_bug_count", "updated_at")
     ordering = ("key",)
     list_filter = ("product", "created_at", "updated_at")
@@ -150,24 +171,11 @@ class FeatureAdmin(RecordAdmin):
         ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
     inlines = [TestInline, BugInline]
-
-    def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                _tests=Count("tests", distinct=True),
-                _open_bugs=Count("bugs", filter=Q(bugs__status=BugStatus.OPEN), distinct=True),
-            )
-        )
+    counted = "tests"
 
     @admin.display(description="tests", ordering="_tests")
     def test_count(self, feature):
         return changelist_link(QATest, feature._tests, feature__id__exact=feature.pk)
-
-    @admin.display(description="open bugs", ordering="_open_bugs")
-    def open_bug_count(self, feature):
-        return changelist_link(Bug, feature._open_bugs, feature__id__exact=feature.pk, status__exact="open")
 
 
 @admin.register(QATest)
@@ -184,15 +192,10 @@ class QATestAdmin(RecordAdmin):
         ("Case", {"fields": ("description", "steps")}),
         ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
-    actions = ["mark_active", "mark_archived"]
-
-    @admin.action(description="Mark selected tests active")
-    def mark_active(self, request, queryset):
-        set_status(self, request, queryset, "active")
-
-    @admin.action(description="Archive selected tests")
-    def mark_archived(self, request, queryset):
-        set_status(self, request, queryset, "archived")
+    actions = [
+        status_action("mark_active", "active", "Mark selected tests active"),
+        status_action("mark_archived", "archived", "Archive selected tests"),
+    ]
 
 
 SEVERITY_COLOURS = {"critical": "#b00020", "high": "#d9480f", "medium": "#a36a00", "low": "#4a6b2f"}
@@ -229,7 +232,12 @@ class BugAdmin(RecordAdmin):
         ("Raw data from the tracker", {"fields": ("raw_data",)}),
         ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
-    actions = ["mark_fixed", "mark_rejected", "mark_duplicate", "reopen"]
+    actions = [
+        status_action("mark_fixed", "fixed", "Mark selected bugs fixed"),
+        status_action("mark_rejected", "rejected", "Reject selected bugs"),
+        status_action("mark_duplicate", "duplicate", "Mark selected bugs as duplicates"),
+        status_action("reopen", "open", "Reopen selected bugs"),
+    ]
 
     @admin.display(description="severity", ordering="severity")
     def severity_badge(self, bug):
@@ -249,24 +257,3 @@ class BugAdmin(RecordAdmin):
             "<ol style='margin:0;padding-left:1.2em'>{}</ol>",
             format_html_join("", "<li>{}</li>", ((step,) for step in bug.steps.splitlines())),
         )
-
-    @admin.action(description="Mark selected bugs fixed")
-    def mark_fixed(self, request, queryset):
-        set_status(self, request, queryset, "fixed")
-
-    @admin.action(description="Reject selected bugs")
-    def mark_rejected(self, request, queryset):
-        set_status(self, request, queryset, "rejected")
-
-    @admin.action(description="Mark selected bugs as duplicates")
-    def mark_duplicate(self, request, queryset):
-        set_status(self, request, queryset, "duplicate")
-
-    @admin.action(description="Reopen selected bugs")
-    def reopen(self, request, queryset):
-        set_status(self, request, queryset, "open")
-
-
-def set_status(model_admin, request, queryset, status: str) -> None:
-    count = queryset.update(status=status, updated_at=timezone.now())
-    model_admin.message_user(request, f"{count} record(s) set to {status}.", messages.SUCCESS)

@@ -57,6 +57,17 @@ def title_trigram_index(field: str, name: str) -> GinIndex:
     return GinIndex(OpClass(Upper(field), name="gin_trgm_ops"), name=name)
 
 
+# A bug's raw_data keys kept as stored columns, searchable and shown (FORMAT.md).
+DERIVED_FIELDS = ("actual_result", "expected_result", "steps", "environment")
+
+
+def derived_from_raw_data(key: str) -> models.GeneratedField:
+    """A stored column the database computes from raw_data[key], on every write path."""
+    return models.GeneratedField(
+        expression=RawText("raw_data", key), output_field=models.TextField(null=True), db_persist=True
+    )
+
+
 class Record(models.Model):
     """Fields every kind shares."""
 
@@ -104,28 +115,27 @@ class Record(models.Model):
         return getattr(self, "title", None) or getattr(self, "name", "")
 
 
-class Product(Record):
-    KIND = "product"
+class NamedRecord(Record):
+    """A product or a feature: a thing with a name and a description, listed by key."""
 
     name = models.CharField(max_length=TITLE_MAX_LENGTH)
     description = models.TextField(blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["key"]
-        indexes = [title_trigram_index("name", "product_name_trgm")]
+        indexes = [title_trigram_index("name", "%(class)s_name_trgm")]
 
 
-class Feature(Record):
+class Product(NamedRecord):
+    KIND = "product"
+
+
+class Feature(NamedRecord):
     KIND = "feature"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="features")
-    name = models.CharField(max_length=TITLE_MAX_LENGTH)
-    description = models.TextField(blank=True)
     acceptance_criteria = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["key"]
-        indexes = [title_trigram_index("name", "feature_name_trgm")]
 
 
 class QATest(Record):
@@ -159,26 +169,10 @@ class Bug(Record):
     status = models.CharField(max_length=16, choices=BugStatus, default=BugStatus.OPEN)
     raw_data = models.JSONField(default=dict, blank=True)
 
-    actual_result = models.GeneratedField(
-        expression=RawText("raw_data", "actual_result"),
-        output_field=models.TextField(null=True),
-        db_persist=True,
-    )
-    expected_result = models.GeneratedField(
-        expression=RawText("raw_data", "expected_result"),
-        output_field=models.TextField(null=True),
-        db_persist=True,
-    )
-    steps = models.GeneratedField(
-        expression=RawText("raw_data", "steps"),
-        output_field=models.TextField(null=True),
-        db_persist=True,
-    )
-    environment = models.GeneratedField(
-        expression=RawText("raw_data", "environment"),
-        output_field=models.TextField(null=True),
-        db_persist=True,
-    )
+    actual_result = derived_from_raw_data("actual_result")
+    expected_result = derived_from_raw_data("expected_result")
+    steps = derived_from_raw_data("steps")
+    environment = derived_from_raw_data("environment")
 
     class Meta:
         ordering = ["-created_at"]

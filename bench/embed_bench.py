@@ -19,24 +19,19 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from backlog.demo import generate  # noqa: E402
-from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, document_text  # noqa: E402
-from search.local_model import LocalEmbeddingProvider  # noqa: E402
+from backlog.demo import generate
+from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, document_text
+from search.local_model import LocalEmbeddingProvider
 
 sys.path.insert(0, str(ROOT / "bench"))
-from search_bench import QUERIES, percentile  # noqa: E402
+from search_bench import QUERIES, percentile
 
 BODY_FIELDS = ("description", "acceptance_criteria")
 

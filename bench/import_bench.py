@@ -18,26 +18,21 @@ import os
 import platform
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+from django.db import connection
+from django.test.utils import setup_databases, teardown_databases
 
-from django.db import connection  # noqa: E402
-from django.test.utils import setup_databases, teardown_databases  # noqa: E402
-
-from backlog.demo import generate  # noqa: E402
-from backlog.interchange import dumps  # noqa: E402
-from backlog.models import RECORD_MODELS, Bug, Feature, Product, QATest  # noqa: E402
-from backlog.services import KIND_ORDER, import_records  # noqa: E402
+from backlog.demo import generate
+from backlog.interchange import dumps
+from backlog.models import RECORD_MODELS, Bug, Feature, Product, QATest
+from backlog.services import KIND_ORDER, import_records
 
 
 def empty_tables() -> None:

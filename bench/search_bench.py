@@ -32,36 +32,27 @@ import os
 import platform
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-# As in production: with DEBUG on, Django records every SQL statement it runs.
-os.environ.setdefault("DEBUG", "false")
-os.environ.setdefault("SECRET_KEY", "search-bench-only")
+import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+from django.test.utils import setup_databases, teardown_databases
 
-import numpy as np  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
-from django.test.utils import setup_databases, teardown_databases  # noqa: E402
-
-from backlog.demo import generate  # noqa: E402
-from backlog.interchange import dumps  # noqa: E402
-from backlog.management.commands._progress import progress_bars  # noqa: E402
-from backlog.services import import_records  # noqa: E402
-from search import semantic  # noqa: E402
-from search.contract import SearchRequest  # noqa: E402
-from search.embeddings import document_text, get_provider  # noqa: E402
-from search.engine import search  # noqa: E402
-from search.indexing import embed_pending  # noqa: E402
-from search.scope import Scope  # noqa: E402
+from backlog.demo import generate
+from backlog.interchange import dumps
+from backlog.management.commands._progress import progress_bars
+from backlog.services import import_records
+from search import semantic
+from search.contract import SearchRequest
+from search.embeddings import document_text, get_provider
+from search.engine import search
+from search.indexing import embed_pending
+from search.scope import Scope
 
 UNIVERSAL = "qaeverywhere"
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made

@@ -125,27 +125,6 @@ def l2_normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
-def positive_int(value: Any, setting: str) -> int:
-    """``value`` as an int > 0 (settings may arrive as strings from the environment)."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number <= 0:
-        raise EmbeddingError(f"{setting} must be a positive integer, not {value!r}.")
-    return number
-
-
-def positive_number(value: Any, setting: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = 0.0
-    if number <= 0:
-        raise EmbeddingError(f"{setting} must be a positive number of seconds, not {value!r}.")
-    return number
-
-
 def _threads_setting() -> int:
     value = getattr(settings, "EMBEDDING_THREADS", DEFAULT_THREADS)
     try:

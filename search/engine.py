@@ -333,9 +333,11 @@ def _hits(request, page: list[Candidate], start: int, highlight: str, sort: str)
     full = request.detail == "full"
     documents = snippets.page_documents([c.id for c in page], with_fields=full or request.include_content)
     built = snippets.build(documents, highlight) if full else {}
+    # A record deleted since it was ranked is left out: the page shows what still exists.
     return [
         _hit(request, documents[candidate.id], candidate, start + offset + 1, built.get(candidate.id), sort)
         for offset, candidate in enumerate(page)
+        if candidate.id in documents
     ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import EmbeddingError, clip_text, l2_normalise, positive_int, positive_number
+from .embeddings import EmbeddingError, clip_text, l2_normalise
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +43,10 @@ class OpenAIEmbeddingProvider:
         self.endpoint = api_url.rstrip("/") + "/embeddings"
         self.model = model
         self.model_id = f"openai:{model}"
-        self.dimensions = positive_int(dimensions, "EMBEDDING_DIMENSIONS")
+        self.dimensions = _positive(dimensions, "EMBEDDING_DIMENSIONS")
         self._api_key = api_key or ""
-        self.timeout = positive_number(timeout, "EMBEDDING_API_TIMEOUT")
-        self.batch_size = positive_int(batch_size, "EMBEDDING_API_BATCH")
+        self.timeout = _positive(timeout, "EMBEDDING_API_TIMEOUT", float, "a positive number of seconds")
+        self.batch_size = _positive(batch_size, "EMBEDDING_API_BATCH")
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIEmbeddingProvider(endpoint={self.endpoint!r}, model={self.model!r})"
@@ -128,3 +128,14 @@ class OpenAIEmbeddingProvider:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
+
+
+def _positive(value: Any, setting: str, parse=int, what: str = "a positive integer"):
+    """``value`` parsed and above 0 (settings may arrive as strings from the environment)."""
+    try:
+        number = parse(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number <= 0:
+        raise EmbeddingError(f"{setting} must be {what}, not {value!r}.")
+    return number

@@ -20,14 +20,13 @@ from django.db.models import F, Q
 from django.db.models.functions import Upper
 from pgvector.django import HalfVectorField, HnswIndex
 
+from backlog.models import RECORD_MODELS
+
 EMBEDDING_DIMENSIONS = 384
 
 
-class Kind(models.TextChoices):
-    PRODUCT = "product"
-    FEATURE = "feature"
-    TEST = "test"
-    BUG = "bug"
+# The kinds of record, as the record models name themselves (their KIND), in their order.
+Kind = models.TextChoices("Kind", [(kind.upper(), kind) for kind in RECORD_MODELS])
 
 
 class DocumentQuerySet(models.QuerySet):
