@@ -79,6 +79,11 @@ class Command(BaseCommand):
                 from search.indexing import embed_pending  # loads the embedding model: only when needed
 
                 embed_pending(progress=bars)
+            # Fresh statistics before the first query, whatever the set's size: ranking
+            # reads common words' frequencies from pg_stats, and an autoanalyze that
+            # lands mid-run would change the answers of the queries after it.
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE search_document")
             try:
                 report = evaluate(judged_set, ranking, modes, progress=bars)
             except JudgedSetError as exc:
