@@ -166,6 +166,8 @@ EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
 
 # Ranking (search/engine.py, search/keyword.py and search/semantic.py explain each).
 SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
+# Below this share of the query held by the best keyword match, the keyword arm's vote shrinks (engine._weights).
+SEARCH_WEAK_COVERAGE = envfloat("SEARCH_WEAK_COVERAGE", 0.33)
 SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
 SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
 SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)

@@ -68,6 +68,9 @@ class Found:
     key_match: int | None = None
     corrected: str | None = None
     sort: str = "relevant"
+    # The answer is the ranked list itself (similar): total and facets count
+    # it exactly, not the corpus-wide match set of its long OR query.
+    listed: bool = False
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -89,14 +92,17 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         )
     depth = settings.SEARCH_ARM_DEPTH
     key_match = _key_lookup(request.query, scope)
-    keyword_result, corrected = None, None
+    keyword_result, corrected, weights = None, None, Weights()
     if mode in ("hybrid", "keyword"):
-        keyword_result, parsed, corrected = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
+        keyword_result, parsed, corrected, stats = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
+        if mode == "hybrid":
+            weights = _weights(request.query, keyword.coverage(keyword_result, parsed, stats))
     semantic_depth = depth if mode == "semantic" else min(depth, settings.SEARCH_SEMANTIC_DEPTH)
     semantic_result = None
     if mode in ("hybrid", "semantic"):
-        semantic_result = semantic.for_query(request.query, scope, semantic_depth, keyword_result)
-    candidates = _fuse(keyword_result, semantic_result)
+        # A corrected query feeds both arms: the model reads "payment", not "paymnt".
+        semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
+    candidates = _fuse(keyword_result, semantic_result, weights)
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = Candidate(key_match)
     _boost(candidates, request.query, key_match, hybrid=bool(keyword_result and semantic_result))
@@ -116,22 +122,54 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
 
 
 def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None):
-    """The keyword arm, retried with the corrected query (or replaced by the
-    closest titles) when the words found fewer than SEARCH_RELAX_BELOW
-    records: (the arm, the query it ran, the corrected text or None)."""
+    """The keyword arm, retried with the corrected query when a word matches
+    no record, or replaced by the closest titles when the words found fewer
+    than SEARCH_RELAX_BELOW records: (the arm, the query it ran, the
+    corrected text or None, that query's statistics)."""
     depth = settings.SEARCH_ARM_DEPTH
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
     typo_possible = result is not None and parsed.raw is None and key_match is None
-    if not typo_possible or result.total >= settings.SEARCH_RELAX_BELOW:
-        return result, parsed, None
-    titles, corrected = typos.fallback(parsed, scope, depth, stats[1])
+    few = typo_possible and result.total < settings.SEARCH_RELAX_BELOW
+    # A word no record has is worth correcting however many records the others find.
+    if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):
+        return result, parsed, None, stats
+    titles, corrected = typos.fallback(parsed, scope, depth, stats[1], titles=few)
     if corrected:
         parsed = parse(corrected, match_mode)
-        return keyword.arm(parsed, scope, depth, statistics.of_query(parsed, scope)), parsed, corrected
+        stats = statistics.of_query(parsed, scope)
+        return keyword.arm(parsed, scope, depth, stats), parsed, corrected, stats
     if titles is not None and titles.total > result.total:
-        return titles, parsed, None
-    return result, parsed, None
+        return titles, parsed, None, stats
+    return result, parsed, None, stats
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Each arm's weight in the fusion for one query, and why (for include_scores)."""
+
+    keyword: float = 1.0
+    semantic: float = 1.0
+    reason: str = ""
+
+
+def _weights(query: str, coverage: float) -> Weights:
+    """How far to trust each arm for this query.
+
+    A query that is a record key (BUG-1432) asks for that record and what
+    names it: meaning has nothing to add, so the semantic arm does not vote.
+    Keyword evidence is weak when the best keyword match holds less than
+    SEARCH_WEAK_COVERAGE of what the query says (its idf-weighted share of the
+    query's known words, keyword.coverage): a paraphrase shares only common
+    words with its answer, and the relaxed any-word list ranks noise. Below
+    that share the keyword arm's weight falls with its square.
+    """
+    if KEY_QUERY.match(query):
+        return Weights(1.0, 0.0, "a record key")
+    weak = settings.SEARCH_WEAK_COVERAGE
+    if weak and coverage < weak:
+        return Weights(round((coverage / weak) ** 2, 4), 1.0, f"best keyword match holds {coverage:.0%} of the query")
+    return Weights()
 
 
 def similar(request: SimilarRequest, user=None) -> SearchResponse:
@@ -171,7 +209,7 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         semantic_result = semantic.nearest(vector, model_id, scope, depth, keyword_query)
     candidates = _fuse(keyword_result, semantic_result)
     _boost(candidates, None, None)
-    found = Found(request.key, mode, "simple", candidates, keyword_result, semantic_result)
+    found = Found(request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True)
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 
 
@@ -208,9 +246,14 @@ def _key_lookup(query: str, scope: Scope) -> int | None:
 # -- fusion and boosts ------------------------------------------------------------------------
 
 
-def _fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None) -> dict[int, Candidate]:
+def _fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None, query=None) -> dict[int, Candidate]:
+    """Reciprocal rank fusion; `query` is this query's Weights (evidence), on top of the configured ones."""
     k = settings.SEARCH_RRF_K
-    weights = {"keyword": settings.SEARCH_KEYWORD_WEIGHT, "semantic": settings.SEARCH_SEMANTIC_WEIGHT}
+    query = query or Weights()
+    weights = {
+        "keyword": settings.SEARCH_KEYWORD_WEIGHT * query.keyword,
+        "semantic": settings.SEARCH_SEMANTIC_WEIGHT * query.semantic,
+    }
     candidates: dict[int, Candidate] = {}
     for arm, result in (("keyword", keyword_result), ("semantic", semantic_result)):
         if result is None:
@@ -220,6 +263,8 @@ def _fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None) -
             setattr(candidate, f"{arm}_rank", rank)
             setattr(candidate, f"{arm}_score", score)
             candidate.score += weights[arm] / (k + rank)
+            if getattr(query, arm) != 1.0:
+                candidate.boosts[f"{arm}_weight"] = getattr(query, arm)
             if candidate.info is None:
                 candidate.info = result.info.get(doc_id)
     return candidates
@@ -283,6 +328,8 @@ def _match_set(found: Found) -> tuple[int, bool, facets.Counts]:
     """Total and facets of everything that matched: keyword matches plus the
     semantic neighbours that are not keyword matches."""
     keyword_result, semantic_result = found.keyword, found.semantic
+    if found.listed:
+        return len(found.candidates), True, facets.of_rows(list(found.candidates))
     if keyword_result is None and semantic_result is None:
         ids = [found.key_match] if found.key_match is not None else []
         return len(ids), True, facets.of_rows(ids)

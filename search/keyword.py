@@ -141,6 +141,29 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     return _broad(plan, scope, depth, max(plan.expected, cap + 1), above_cap=True)
 
 
+def coverage(result: ArmResult | None, parsed: ParsedQuery, stats) -> float:
+    """How much of the query the keyword arm's best record holds: the
+    idf-weighted share of the query's terms it contains, counting only terms
+    some record has (a word no record has cannot be held by any, and the
+    typo path deals with it). 1.0 when nothing can be judged (raw tsquery,
+    no known term, no match). `stats` is `statistics.of_query(parsed, scope)`."""
+    n, df = stats
+    terms = [t for t in parsed.units if df.get(t.tsquery, 0) > 0] if parsed.raw is None else []
+    if result is None or not result.ranked or not terms:
+        return 1.0
+    checks = ", ".join(f"d.search_vector @@ %(term{i})s::tsquery" for i in range(len(terms)))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT ARRAY[{checks}] FROM search_document d WHERE d.id = %(best)s",
+            {"best": result.ranked[0][0], **{f"term{i}": t.tsquery for i, t in enumerate(terms)}},
+        )
+        row = cursor.fetchone()
+    if row is None:  # deleted a moment ago
+        return 1.0
+    weights = [statistics.idf(n, df[t.tsquery]) for t in terms]
+    return sum(w for w, held in zip(weights, row[0], strict=True) if held) / sum(weights)
+
+
 # -- broad match sets --------------------------------------------------------------------------
 
 

@@ -114,7 +114,7 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
         names = matched[doc.id]
         best = _best(names)
         if best and (doc.id, best) in headlines:
-            text, highlights = _offsets(headlines[(doc.id, best)])
+            text, highlights = _offsets(headlines[(doc.id, best)], doc.fields[best])
             snippets[doc.id] = Snippet(text=text, field=best, highlights=highlights, matched_fields=names)
         else:
             field = next((n for n in _fields(doc.kind) if doc.fields.get(n)), "title")
@@ -129,8 +129,11 @@ def _best(names: list[str]) -> str | None:
     return others[0] if others else (names[0] if names else None)
 
 
-def _offsets(marked: str) -> tuple[str, list[Highlight]]:
-    """Strip the markers; keep where they were. Trim to about SNIPPET_CHARS."""
+def _offsets(marked: str, whole: str) -> tuple[str, list[Highlight]]:
+    """Strip the markers; keep where they were. Trim to about SNIPPET_CHARS.
+    A fragment that starts or ends inside the field's text (`whole`) says so
+    with "…": cut from its first words, "No crash; the mains…" would read
+    "crash; the mains…"."""
     text, highlights, start = [], [], None
     length = 0
     for char in marked:
@@ -143,8 +146,13 @@ def _offsets(marked: str) -> tuple[str, list[Highlight]]:
             text.append(char)
             length += 1
     plain = " ".join("".join(text).split("\n"))
-    if len(plain) <= SNIPPET_CHARS + 40 or not highlights:
-        return _shorten(plain) if not highlights else plain, highlights
+    normal, field = " ".join(plain.split()), " ".join(whole.split())
+    at = field.find(normal)
+    starts_inside, ends_inside = at > 0, 0 <= at and at + len(normal) < len(field)
+    if not highlights:
+        return _shorten(plain), highlights
+    if len(plain) <= SNIPPET_CHARS + 40:
+        return _with_ellipses(plain, highlights, starts_inside, ends_inside)
     # Keep a window around the first highlight.
     centre = highlights[0].start
     begin = max(0, min(centre - 50, len(plain) - SNIPPET_CHARS))
@@ -153,13 +161,16 @@ def _offsets(marked: str) -> tuple[str, list[Highlight]]:
     end = min(len(plain), begin + SNIPPET_CHARS)
     while end < len(plain) and not plain[end].isspace():
         end += 1
-    prefix = "… " if begin > 0 else ""
-    suffix = " …" if end < len(plain) else ""
-    shift = len(prefix) - begin
-    kept = [
-        Highlight(start=h.start + shift, end=h.end + shift) for h in highlights if h.start >= begin and h.end <= end
-    ]
-    return prefix + plain[begin:end] + suffix, kept
+    inside = [h for h in highlights if h.start >= begin and h.end <= end]
+    kept = [Highlight(start=h.start - begin, end=h.end - begin) for h in inside]
+    return _with_ellipses(plain[begin:end], kept, begin > 0 or starts_inside, end < len(plain) or ends_inside)
+
+
+def _with_ellipses(text: str, highlights: list[Highlight], before: bool, after: bool) -> tuple[str, list[Highlight]]:
+    """`text` with "… " before it and " …" after it where it was cut, the highlights moved along."""
+    prefix = "… " if before else ""
+    moved = [Highlight(start=h.start + len(prefix), end=h.end + len(prefix)) for h in highlights]
+    return prefix + text + (" …" if after else ""), moved
 
 
 def _shorten(text: str) -> str:

@@ -8,12 +8,15 @@ the titles closest to the whole query are offered. A word that matches
 records is never replaced.
 """
 
+import json
 import re
 from difflib import SequenceMatcher
+from functools import cache
 
 from django.db import connection, transaction
 
 from . import facets
+from .embeddings import TOKENIZER_PATH
 from .query import ParsedQuery
 from .rows import ArmResult
 from .scope import Scope
@@ -21,14 +24,35 @@ from .scope import Scope
 TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
 CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
 STEM_PREFIX_MIN = 4  # shortest stem tried for a word being typed
+MAX_LENGTH_CHANGE = 2  # letters a correction may add or drop
 
 
-def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]):
-    """(an arm of close titles or None, the corrected query text or None)."""
+def unknown_words(parsed: ParsedQuery, df: dict[str, float]) -> list[str]:
+    """The query's words (not phrases) that no record has and that are no
+    English word either: "paymnt" is a typo, "took" or "mates" in a question
+    only words the records do not use (correcting them made "took" "too")."""
+    terms = [t for group in parsed.groups for t in group if t.tsquery]
+    words = english_words()
+    return [t.text for t in terms if df.get(t.match, 0) == 0 and " " not in t.text and t.text.lower() not in words]
+
+
+@cache
+def english_words() -> frozenset[str]:
+    """The whole words of the embedding model's WordPiece vocabulary (about
+    22,000 common English words, shipped in search/data/tokenizer.json): an
+    offline dictionary good enough to tell a typo from a real word."""
+    vocabulary = json.loads(TOKENIZER_PATH.read_text(encoding="utf-8"))["model"]["vocab"]
+    return frozenset(token for token in vocabulary if token.isalpha())
+
+
+def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float], titles: bool = True):
+    """(an arm of close titles or None, the corrected query text or None).
+    `titles`: offer the closest titles when nothing can be corrected (only
+    when the words found almost nothing: otherwise their matches stand)."""
     terms = [t for group in parsed.groups for t in group if t.tsquery]
     if any(" " in t.text and df.get(t.match, 0) == 0 for t in terms):
         return None, " ".join(parsed.text.replace('"', " ").split())
-    unknown = [t.text for t in terms if df.get(t.match, 0) == 0 and " " not in t.text]
+    unknown = unknown_words(parsed, df)
     if not unknown:
         return None, None
     typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
@@ -36,7 +60,7 @@ def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]
         corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
         if corrections:
             return None, " ".join(corrections.get(word.strip('"-'), word) for word in parsed.text.split())
-        return _close_titles(cursor, parsed.text, scope, depth), None
+        return (_close_titles(cursor, parsed.text, scope, depth) if titles else None), None
 
 
 def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
@@ -69,7 +93,9 @@ def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
     )
     corrections = {}
     for word, titles in cursor.fetchall():
-        vocabulary = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+        # A typo adds, drops or swaps a letter or two: "short" is no correction of "shortfall".
+        words = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+        vocabulary = {v for v in words if abs(len(v) - len(word)) <= MAX_LENGTH_CHANGE}
         best = max(vocabulary, key=lambda v, w=word: _likeness(w, v), default=None)
         if best and _likeness(word, best) >= CORRECTION_RATIO:
             corrections[word] = best

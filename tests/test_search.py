@@ -531,6 +531,22 @@ def test_snippet_highlights_point_at_the_match(corpus):
     assert spans == ["forever"]
 
 
+def test_a_snippet_cut_from_inside_its_field_says_so_with_an_ellipsis(db):
+    expected = (
+        "No crash; the mains power indicator stays green while the kiosk restarts its payment terminal, "
+        "the receipt printer reconnects, the barcode scanner beeps twice and the queue display "
+        "shows the next ticket number again within five seconds of the outage ending"
+    )
+    product = {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"}
+    import_records(jsonl(product, bug("BUG-9", "Kiosk after a power cut", raw={"expected_result": expected})).splitlines())
+
+    snippet = run("queue display", mode="keyword", detail="full").results[0].snippet
+
+    assert snippet.field == "expected_result"
+    assert snippet.text.startswith("… ") and not snippet.text.startswith("… No crash")
+    assert [snippet.text[h.start : h.end].lower() for h in snippet.highlights] == ["queue", "display"]
+
+
 def test_hits_are_concise_unless_full_detail_is_asked_for(corpus):
     concise = run("forever", mode="keyword").model_dump(mode="json")["results"][0]
     full = run("forever", mode="keyword", detail="full").model_dump(mode="json")["results"][0]
@@ -719,6 +735,17 @@ def test_similar_finds_the_duplicate(embedded):
     assert "BUG-4" not in keys(response)
     with pytest.raises(SearchError, match="no record with key"):
         similar(SimilarRequest(key="BUG-404"))
+
+
+def test_a_similar_list_counts_and_facets_itself(embedded):
+    response = similar(SimilarRequest(key="BUG-4", limit=100))
+    listed = keys(response)
+
+    assert response.total == len(listed) and response.total_exact
+    assert sum(f.count for f in response.facets.kind) == len(listed)
+    assert {f.value: f.count for f in response.facets.kind} == {
+        kind: sum(1 for hit in response.results if hit.kind == kind) for kind in {hit.kind for hit in response.results}
+    }
 
 
 def test_the_contract_exports_as_json_schema_and_round_trips(corpus):
