@@ -538,7 +538,8 @@ def test_a_snippet_cut_from_inside_its_field_says_so_with_an_ellipsis(db):
         "shows the next ticket number again within five seconds of the outage ending"
     )
     product = {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"}
-    import_records(jsonl(product, bug("BUG-9", "Kiosk after a power cut", raw={"expected_result": expected})).splitlines())
+    kiosk = bug("BUG-9", "Kiosk after a power cut", raw={"expected_result": expected})
+    import_records(jsonl(product, kiosk).splitlines())
 
     snippet = run("queue display", mode="keyword", detail="full").results[0].snippet
 
