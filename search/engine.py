@@ -330,7 +330,8 @@ def _match_set(found: Found) -> tuple[int, bool, facets.Counts]:
     keyword_result, semantic_result = found.keyword, found.semantic
     if found.listed:
         return len(found.candidates), True, facets.of_rows(list(found.candidates))
-    if keyword_result is None and semantic_result is None:
+    nothing_else = (keyword_result is None or keyword_result.total == 0) and semantic_result is None
+    if nothing_else:  # at most the record the query names by its key
         ids = [found.key_match] if found.key_match is not None else []
         return len(ids), True, facets.of_rows(ids)
     if semantic_result is None:

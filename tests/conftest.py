@@ -69,6 +69,20 @@ TRAMLINE = [
 ]
 
 
+# Ledgerly's invoice bug, which several stories add to Tramline's.
+VAT_BUG = {
+    "kind": "bug",
+    "key": "BUG-20",
+    "product": "PRD-2",
+    "feature": "FEAT-9",
+    "title": "Invoice PDF has the wrong VAT total",
+    "severity": "critical",
+    "status": "open",
+    "created_at": "2026-03-01T09:00:00+00:00",
+    "raw_data": {"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
+}
+
+
 @pytest.fixture
 def tramline(db):
     report = import_records(jsonl(*TRAMLINE).splitlines())
@@ -116,6 +130,19 @@ def shell(code: str, env: dict) -> str:
     result = manage("shell", "--no-imports", "-c", code, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+def attached(env: dict) -> subprocess.Popen:
+    """A process (think: the dev server, a worker) that has joined the embedded
+    server and waits for a line on its stdin; started, not yet waited for."""
+    return manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.db import connection\nconnection.cursor()\nprint('in', flush=True); input()",
+        env=env,
+        background=True,
+    )
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from backlog.services import DATABASE_REFUSED, import_records
 from search import service
 from search.contract import SearchError
 
-from .conftest import jsonl
+from .conftest import VAT_BUG, jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -53,18 +53,7 @@ MORE = [
         "created_at": "2026-01-20T09:00:00+00:00",
         "updated_at": "2026-01-20T09:00:00+00:00",
     },
-    {
-        "kind": "bug",
-        "key": "BUG-21",
-        "product": "PRD-2",
-        "feature": "FEAT-9",
-        "title": "Invoice PDF has the wrong VAT total",
-        "severity": "critical",
-        "status": "open",
-        "created_at": "2026-03-01T09:00:00+00:00",
-        "updated_at": "2026-03-02T09:00:00+00:00",
-        "raw_data": {"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
-    },
+    {**VAT_BUG, "key": "BUG-21", "updated_at": "2026-03-02T09:00:00+00:00"},
     {
         "kind": "bug",
         "key": "BUG-22",

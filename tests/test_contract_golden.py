@@ -23,59 +23,15 @@ from rest_framework.test import APIClient
 
 from backlog.services import import_records
 
-from .conftest import jsonl
+from .conftest import TRAMLINE, VAT_BUG, jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
 MASKED = {"score", "keyword_score", "semantic_score", "recency", "next_cursor"}
 
 AT = "2026-01-05T09:00:00+00:00"
-CORPUS = [
-    {
-        "kind": "product",
-        "key": "PRD-1",
-        "name": "Tramline Mobile",
-        "description": "Ticketing app for city transit",
-        "created_at": AT,
-        "updated_at": AT,
-    },
-    {
-        "kind": "feature",
-        "key": "FEAT-7",
-        "product": "PRD-1",
-        "name": "Season pass renewal",
-        "acceptance_criteria": "Given an expiring pass, when I tap Renew, then the payment sheet opens",
-        "created_at": AT,
-        "updated_at": AT,
-    },
-    {
-        "kind": "test",
-        "key": "TEST-3",
-        "product": "PRD-1",
-        "feature": "FEAT-7",
-        "title": "Renew an expired pass with a saved card",
-        "steps": ["Open Passes", "Tap Renew", "Pay"],
-        "status": "active",
-        "created_at": "2026-01-10T08:00:00+00:00",
-        "updated_at": "2026-01-11T08:00:00+00:00",
-    },
-    {
-        "kind": "bug",
-        "key": "BUG-12",
-        "product": "PRD-1",
-        "feature": "FEAT-7",
-        "test": "TEST-3",
-        "title": "Renewal button does nothing on Android 14",
-        "severity": "high",
-        "status": "open",
-        "created_at": "2026-02-01T10:00:00+00:00",
-        "updated_at": "2026-02-02T10:00:00+00:00",
-        "raw_data": {
-            "actual_result": "Tapping Renew shows a spinner forever",
-            "expected_result": "The payment sheet opens",
-            "steps": ["Open Passes", "Tap Renew"],
-            "environment": "Pixel 7, Android 14",
-        },
-    },
+# conftest's story with every time fixed (a product or feature without times gets the import's
+# moment), and two more bugs: a duplicate-like one on Tramline and one on Ledgerly.
+CORPUS = [{"created_at": AT, "updated_at": AT, **record} for record in TRAMLINE] + [
     {
         "kind": "bug",
         "key": "BUG-13",
@@ -88,26 +44,7 @@ CORPUS = [
         "updated_at": "2026-02-03T10:00:00+00:00",
         "raw_data": {"actual_result": "The spinner turns forever after tapping Renew", "environment": "iPhone 15"},
     },
-    {
-        "kind": "product",
-        "key": "PRD-2",
-        "name": "Ledgerly",
-        "description": "Invoicing for small firms",
-        "created_at": AT,
-        "updated_at": AT,
-    },
-    {"kind": "feature", "key": "FEAT-9", "product": "PRD-2", "name": "PDF export", "created_at": AT, "updated_at": AT},
-    {
-        "kind": "bug",
-        "key": "BUG-20",
-        "product": "PRD-2",
-        "feature": "FEAT-9",
-        "title": "Invoice PDF has the wrong VAT total",
-        "severity": "critical",
-        "status": "open",
-        "created_at": "2026-03-01T09:00:00+00:00",
-        "updated_at": "2026-03-01T09:00:00+00:00",
-    },
+    {**VAT_BUG, "updated_at": "2026-03-01T09:00:00+00:00"},
 ]
 
 REQUESTS = {

@@ -15,7 +15,7 @@ from django.db import connection
 
 from backlog.db import ensure_extension
 
-from .conftest import manage, shell
+from .conftest import attached, manage, shell
 
 
 @pytest.mark.django_db
@@ -128,14 +128,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
     worker = []
     server = manage("serve", f"127.0.0.1:{port}", "--demo-records", "0", env=env, background=True)
     # A process that attaches and is then killed outright never detaches itself.
-    victim = manage(
-        "shell",
-        "--no-imports",
-        "-c",
-        "from django.db import connection\nconnection.cursor()\nprint('in', flush=True); input()",
-        env=env,
-        background=True,
-    )
+    victim = attached(env)
     try:
         assert victim.stdout.readline().strip() == "in"
         victim.kill()

@@ -42,23 +42,13 @@ from mcp_bridge import server
 from search import service
 from search.indexing import embed_pending
 
-from .conftest import TRAMLINE, jsonl
+from .conftest import TRAMLINE, VAT_BUG, jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL_LIST_BUDGET = 1200  # tokens (cl100k_base) for the whole tools/list answer
 
 LEDGERLY = [
-    {
-        "kind": "bug",
-        "key": "BUG-20",
-        "product": "PRD-2",
-        "feature": "FEAT-9",
-        "title": "Invoice PDF has the wrong VAT total",
-        "severity": "critical",
-        "status": "open",
-        "created_at": "2026-03-01T09:00:00+00:00",
-        "raw_data": {"actual_result": "VAT is 19% instead of 20%", "expected_result": "VAT is 20%"},
-    },
+    VAT_BUG,
     {
         "kind": "bug",
         "key": "BUG-21",

@@ -33,7 +33,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from config.postgres import embedded
 
-from .conftest import ROOT, manage, shell
+from .conftest import ROOT, attached, manage, shell
 
 pytestmark = pytest.mark.slow
 
@@ -178,19 +178,12 @@ def test_a_stopped_embedded_server_comes_back_with_the_next_request_and_a_dead_w
 def test_when_every_process_is_killed_at_once_the_embedded_server_stops_too(pgdata):
     env = {"EMBEDDED_PG_DIR": str(pgdata)}
     with serving(env) as served:
-        holder = manage(
-            "shell",
-            "--no-imports",
-            "-c",
-            "from django.db import connection\nconnection.cursor()\nprint('in', flush=True); input()",
-            env=env,
-            background=True,
-        )
+        holder = attached(env)
         assert holder.stdout.readline().strip() == "in"
         server = postmaster_pid(pgdata)
         everyone = [served.process, holder, embedding_worker(served)]
-        attached = json.loads((pgdata / ".handle_pids.json").read_text())
-        assert {served.process.pid, holder.pid} <= set(attached)
+        listed = json.loads((pgdata / ".handle_pids.json").read_text())
+        assert {served.process.pid, holder.pid} <= set(listed)
 
         for process in everyone:  # none of them runs an exit handler
             process.kill()

@@ -738,6 +738,14 @@ def test_similar_finds_the_duplicate(embedded):
         similar(SimilarRequest(key="BUG-404"))
 
 
+def test_a_key_no_words_match_is_counted_and_faceted(tramline):
+    response = run("TEST-3", mode="keyword")
+
+    assert keys(response) == ["TEST-3"]
+    assert response.total == 1
+    assert [(f.value, f.count) for f in response.facets.kind] == [("test", 1)]
+
+
 def test_a_similar_list_counts_and_facets_itself(embedded):
     response = similar(SimilarRequest(key="BUG-4", limit=100))
     listed = keys(response)
