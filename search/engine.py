@@ -134,7 +134,7 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
     # A word no record has is worth correcting however many records the others find.
     if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):
         return result, parsed, None, stats
-    titles, corrected = typos.fallback(parsed, scope, depth, stats[1], titles=few)
+    titles, corrected = typos.fallback(parsed, scope, depth, stats[1], found=None if few else result)
     if corrected:
         parsed = parse(corrected, match_mode)
         stats = statistics.of_query(parsed, scope)
