@@ -146,11 +146,11 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
 
 @dataclass(frozen=True)
 class Weights:
-    """Each arm's weight in the fusion for one query, and why (for include_scores)."""
+    """Each arm's weight in the fusion for one query (include_scores shows
+    a weight other than 1 in each hit's boosts)."""
 
     keyword: float = 1.0
     semantic: float = 1.0
-    reason: str = ""
 
 
 def _weights(query: str, coverage: float) -> Weights:
@@ -165,10 +165,10 @@ def _weights(query: str, coverage: float) -> Weights:
     that share the keyword arm's weight falls with its square.
     """
     if KEY_QUERY.match(query):
-        return Weights(1.0, 0.0, "a record key")
+        return Weights(1.0, 0.0)
     weak = settings.SEARCH_WEAK_COVERAGE
     if weak and coverage < weak:
-        return Weights(round((coverage / weak) ** 2, 4), 1.0, f"best keyword match holds {coverage:.0%} of the query")
+        return Weights(round((coverage / weak) ** 2, 4), 1.0)
     return Weights()
 
 

@@ -746,6 +746,16 @@ def test_a_key_no_words_match_is_counted_and_faceted(tramline):
     assert [(f.value, f.count) for f in response.facets.kind] == [("test", 1)]
 
 
+def test_a_key_query_gives_meaning_no_vote(embedded):
+    response = run("BUG-4", include_scores=True)
+
+    assert response.mode == "hybrid" and keys(response)[0] == "BUG-4"
+    by_meaning_only = [h for h in response.results if h.scores.semantic_rank and not h.scores.keyword_rank]
+    assert by_meaning_only
+    assert all(h.scores.boosts["semantic_weight"] == 0.0 for h in by_meaning_only)
+    assert [h.key for h in response.results[-len(by_meaning_only) :]] == [h.key for h in by_meaning_only]
+
+
 def test_a_similar_list_counts_and_facets_itself(embedded):
     response = similar(SimilarRequest(key="BUG-4", limit=100))
     listed = keys(response)
