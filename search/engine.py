@@ -208,7 +208,7 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         keyword_query = keyword_result.query if keyword_result else ""
         semantic_result = semantic.nearest(vector, model_id, scope, depth, keyword_query)
     candidates = _fuse(keyword_result, semantic_result)
-    _boost(candidates, None, None)
+    _boost(candidates, title, None)  # a record with the very same title is the likeliest twin
     found = Found(request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True)
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 

@@ -756,6 +756,22 @@ def test_a_key_query_gives_meaning_no_vote(embedded):
     assert [h.key for h in response.results[-len(by_meaning_only) :]] == [h.key for h in by_meaning_only]
 
 
+def test_similar_puts_a_record_with_the_very_same_title_first(db):
+    body = "After the update the spinner keeps turning on the payment sheet and the order never completes"
+    records = [
+        {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"},
+        bug("BUG-1", "Checkout button greyed out on Safari", description=body),
+        bug("BUG-2", "Payment sheet spinner keeps turning after the update", description=body + " again"),
+        bug("BUG-3", "Checkout button greyed out on Safari", description="Seen on a tablet in landscape"),
+    ]
+    import_records(jsonl(*records).splitlines())
+
+    response = similar(SimilarRequest(key="BUG-1", mode="keyword", include_scores=True))
+
+    assert keys(response)[:2] == ["BUG-3", "BUG-2"]
+    assert response.results[0].scores.boosts["exact_title"] > 0
+
+
 def test_a_similar_list_counts_and_facets_itself(embedded):
     response = similar(SimilarRequest(key="BUG-4", limit=100))
     listed = keys(response)
