@@ -9,49 +9,25 @@ A search runs the keyword arm (search.keyword) and the semantic arm
 documented boosts, and builds the requested page: snippets and highlights
 are computed for that page only.
 
-Fusion: score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with
-k = SEARCH_RRF_K (20: measured better than the customary 60 on both
-public judged sets, see docs/benchmarks.md), w = SEARCH_KEYWORD_WEIGHT and
-SEARCH_SEMANTIC_WEIGHT (1.0 each). Boosts, applied after fusion: a record
-whose title equals the query gets + SEARCH_TITLE_BOOST / k (default 1.0: as
-if it were ranked first by one more arm); recency multiplies the score by
-1 + SEARCH_RECENCY_WEIGHT * 0.5 ** (age in days / SEARCH_RECENCY_HALF_LIFE)
-(0.02 and 365: at most +2%, under the gap between neighbouring ranks at the
-top of an RRF list, so recency breaks near-ties and never buries a better
-match; half of that for a year-old record). A query that is a record key
-(BUG-1432) puts that record first.
+How the lists are fused, weighted and boosted is search.fusion's.
 """
 
 import json
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
 
-from . import cursors, facets, keyword, semantic, snippets, statistics, typos
+from . import cursors, facets, fusion, keyword, semantic, snippets, statistics, typos
 from .contract import Hit, NotFound, ScoreDetail, SearchError, SearchRequest, SearchResponse, SimilarRequest
 from .embeddings import get_provider
 from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, parse
-from .rows import ArmResult, RowInfo, row_info
+from .rows import ArmResult
 from .scope import Scope, build_scope
 
-KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
 MORE_LIKE_THIS_BODY_TERMS = 40
-
-
-@dataclass
-class Candidate:
-    id: int
-    keyword_rank: int | None = None
-    keyword_score: float | None = None
-    semantic_rank: int | None = None
-    semantic_score: float | None = None
-    boosts: dict[str, float] = field(default_factory=dict)
-    score: float = 0.0
-    info: RowInfo | None = None
 
 
 @dataclass
@@ -62,7 +38,7 @@ class Found:
     query: str
     mode: str
     match_mode: str
-    candidates: dict[int, Candidate]
+    candidates: dict[int, fusion.Candidate]
     keyword: ArmResult | None
     semantic: ArmResult | None
     key_match: int | None = None
@@ -92,20 +68,20 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         )
     depth = settings.SEARCH_ARM_DEPTH
     key_match = _key_lookup(request.query, scope)
-    keyword_result, corrected, weights = None, None, Weights()
+    keyword_result, corrected, weights = None, None, fusion.Weights()
     if mode in ("hybrid", "keyword"):
         keyword_result, parsed, corrected, stats = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
         if mode == "hybrid":
-            weights = _weights(request.query, keyword.coverage(keyword_result, parsed, stats))
+            weights = fusion.weights(request.query, keyword.coverage(keyword_result, parsed, stats))
     semantic_depth = depth if mode == "semantic" else min(depth, settings.SEARCH_SEMANTIC_DEPTH)
     semantic_result = None
     if mode in ("hybrid", "semantic"):
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
         semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
-    candidates = _fuse(keyword_result, semantic_result, weights)
+    candidates = fusion.fuse(keyword_result, semantic_result, weights)
     if key_match is not None and key_match not in candidates:
-        candidates[key_match] = Candidate(key_match)
-    _boost(candidates, request.query, key_match, hybrid=bool(keyword_result and semantic_result))
+        candidates[key_match] = fusion.Candidate(key_match)
+    fusion.boost(candidates, request.query, key_match, hybrid=bool(keyword_result and semantic_result))
     highlight = (keyword_result.query if keyword_result else "") or parsed.any_of()
     found = Found(
         request.query,
@@ -144,34 +120,6 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
     return result, parsed, None, stats
 
 
-@dataclass(frozen=True)
-class Weights:
-    """Each arm's weight in the fusion for one query (include_scores shows
-    a weight other than 1 in each hit's boosts)."""
-
-    keyword: float = 1.0
-    semantic: float = 1.0
-
-
-def _weights(query: str, coverage: float) -> Weights:
-    """How far to trust each arm for this query.
-
-    A query that is a record key (BUG-1432) asks for that record and what
-    names it: meaning has nothing to add, so the semantic arm does not vote.
-    Keyword evidence is weak when the best keyword match holds less than
-    SEARCH_WEAK_COVERAGE of what the query says (its idf-weighted share of the
-    query's known words, keyword.coverage): a paraphrase shares only common
-    words with its answer, and the relaxed any-word list ranks noise. Below
-    that share the keyword arm's weight falls with its square.
-    """
-    if KEY_QUERY.match(query):
-        return Weights(1.0, 0.0)
-    weak = settings.SEARCH_WEAK_COVERAGE
-    if weak and coverage < weak:
-        return Weights(round((coverage / weak) ** 2, 4), 1.0)
-    return Weights()
-
-
 def similar(request: SimilarRequest, user=None) -> SearchResponse:
     """Records nearest to `request.key` (never itself): likely duplicates of a bug.
 
@@ -207,8 +155,8 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         vector = json.loads(vector_text)
         keyword_query = keyword_result.query if keyword_result else ""
         semantic_result = semantic.nearest(vector, model_id, scope, depth, keyword_query)
-    candidates = _fuse(keyword_result, semantic_result)
-    _boost(candidates, title, None)  # a record with the very same title is the likeliest twin
+    candidates = fusion.fuse(keyword_result, semantic_result)
+    fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
     found = Found(request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True)
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 
@@ -232,7 +180,7 @@ def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, di
 
 
 def _key_lookup(query: str, scope: Scope) -> int | None:
-    if not KEY_QUERY.match(query):
+    if not fusion.KEY_QUERY.match(query):
         return None
     with connection.cursor() as cursor:
         cursor.execute(
@@ -241,84 +189,6 @@ def _key_lookup(query: str, scope: Scope) -> int | None:
         )
         row = cursor.fetchone()
     return row[0] if row else None
-
-
-# -- fusion and boosts ------------------------------------------------------------------------
-
-
-def _fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None, query=None) -> dict[int, Candidate]:
-    """Reciprocal rank fusion; `query` is this query's Weights (evidence), on top of the configured ones."""
-    k = settings.SEARCH_RRF_K
-    query = query or Weights()
-    weights = {
-        "keyword": settings.SEARCH_KEYWORD_WEIGHT * query.keyword,
-        "semantic": settings.SEARCH_SEMANTIC_WEIGHT * query.semantic,
-    }
-    candidates: dict[int, Candidate] = {}
-    for arm, result in (("keyword", keyword_result), ("semantic", semantic_result)):
-        if result is None:
-            continue
-        for rank, (doc_id, score) in enumerate(result.ranked, start=1):
-            candidate = candidates.setdefault(doc_id, Candidate(doc_id))
-            setattr(candidate, f"{arm}_rank", rank)
-            setattr(candidate, f"{arm}_score", score)
-            candidate.score += weights[arm] / (k + rank)
-            if getattr(query, arm) != 1.0:
-                candidate.boosts[f"{arm}_weight"] = getattr(query, arm)
-            if candidate.info is None:
-                candidate.info = result.info.get(doc_id)
-    return candidates
-
-
-def _normalize_title(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
-def _boost(candidates: dict[int, Candidate], query: str | None, key_match: int | None, hybrid: bool = False) -> None:
-    """Apply the documented boosts. In `hybrid` search, a record that has
-    no vector yet gets the semantic arm's share at its keyword rank, so
-    records waiting for embedding are not pushed down while the index lags."""
-    if not candidates:
-        return
-    missing = [c.id for c in candidates.values() if c.info is None]
-    found = row_info(missing)
-    for doc_id in missing:  # a key match or typo match deleted a moment ago is gone
-        if doc_id in found:
-            candidates[doc_id].info = found[doc_id]
-        else:
-            del candidates[doc_id]
-    k = settings.SEARCH_RRF_K
-    title_boost = settings.SEARCH_TITLE_BOOST / k
-    wanted = _normalize_title(query) if query else None
-    ends = (wanted.split(" ")[0], wanted.split(" ")[-1]) if wanted else ()
-    # Ages count from today's midnight, not from this instant, so scores (and
-    # so the cursors built from them) stay the same from page to page.
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-    for candidate in candidates.values():
-        info = candidate.info
-        if hybrid and not info.has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
-            share = settings.SEARCH_SEMANTIC_WEIGHT / (k + candidate.keyword_rank)
-            candidate.boosts["awaiting_embedding"] = round(share, 6)
-            candidate.score += share
-        # The substring tests spare normalizing titles that cannot be equal.
-        lower = info.title.lower()
-        if wanted and all(end in lower for end in ends) and _normalize_title(info.title) == wanted:
-            candidate.boosts["exact_title"] = title_boost
-            candidate.score += title_boost
-        _recency(candidate, today)
-    if key_match is not None and key_match in candidates:
-        candidates[key_match].boosts["key_match"] = 1.0
-        candidates[key_match].score += 1.0
-
-
-def _recency(candidate: Candidate, today: float) -> None:
-    weight = settings.SEARCH_RECENCY_WEIGHT
-    if not weight:
-        return
-    age = max(today - candidate.info.updated, 0.0)
-    factor = 1 + weight * 0.5 ** (age / (settings.SEARCH_RECENCY_HALF_LIFE * 86400))
-    candidate.boosts["recency"] = round(factor, 4)
-    candidate.score *= factor
 
 
 # -- the response -----------------------------------------------------------------------------
@@ -342,7 +212,7 @@ def _match_set(found: Found) -> tuple[int, bool, facets.Counts]:
     return keyword_result.total + extra, keyword_result.exact, facets.merged(keyword_result.facets, extra_facets)
 
 
-def _ordered(found: Found) -> list[Candidate]:
+def _ordered(found: Found) -> list[fusion.Candidate]:
     if found.sort == "recent":
         for candidate in found.candidates.values():
             candidate.score = candidate.info.created
@@ -375,7 +245,7 @@ def _respond(request: SearchRequest | SimilarRequest, found: Found, health, high
     )
 
 
-def _hits(request, page: list[Candidate], start: int, highlight: str, sort: str) -> list[Hit]:
+def _hits(request, page: list[fusion.Candidate], start: int, highlight: str, sort: str) -> list[Hit]:
     if not page:
         return []
     full = request.detail == "full"
@@ -389,7 +259,7 @@ def _hits(request, page: list[Candidate], start: int, highlight: str, sort: str)
     ]
 
 
-def _hit(request, doc, candidate: Candidate, rank: int, snippet, sort: str) -> Hit:
+def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: str) -> Hit:
     full = request.detail == "full"
     scores = None
     if request.include_scores:
