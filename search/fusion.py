@@ -21,6 +21,8 @@ from django.conf import settings
 from .rows import ArmResult, RowInfo, row_info
 
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
+# A code: a word with a digit in it (WMS-E217, AADSTS50105) or an all-capitals abbreviation (SSR, WCHR).
+CODE = re.compile(r"^(?=.*\d)[A-Za-z0-9][A-Za-z0-9_.-]*$|^[A-Z]{2,}$")
 
 
 @dataclass
@@ -47,15 +49,17 @@ class Weights:
 def weights(query: str, coverage: float) -> Weights:
     """How far to trust each arm for this query.
 
-    A query that is a record key (BUG-1432) asks for that record and what
-    names it: meaning has nothing to add, so the semantic arm does not vote.
+    A query that is a record key (BUG-1432), or made of codes only (error
+    codes, abbreviations: AADSTS50105, SSR WCHR), asks for those exact
+    tokens: meaning has nothing to add, so the semantic arm does not vote.
     Keyword evidence is weak when the best keyword match holds less than
     SEARCH_WEAK_COVERAGE of what the query says (its idf-weighted share of the
     query's known words, keyword.coverage): a paraphrase shares only common
     words with its answer, and the relaxed any-word list ranks noise. Below
     that share the keyword arm's weight falls with its square.
     """
-    if KEY_QUERY.match(query):
+    words = query.split()
+    if KEY_QUERY.match(query) or (words and all(CODE.match(word) for word in words)):
         return Weights(1.0, 0.0)
     weak = settings.SEARCH_WEAK_COVERAGE
     if weak and coverage < weak:

@@ -756,6 +756,19 @@ def test_a_key_query_gives_meaning_no_vote(embedded):
     assert [h.key for h in response.results[-len(by_meaning_only) :]] == [h.key for h in by_meaning_only]
 
 
+def test_a_query_of_codes_only_asks_for_those_tokens(corpus):
+    code_bug = bug("BUG-77", "Sign-in fails with AADSTS50105", description="The user is not assigned to the app")
+    import_records(jsonl(code_bug).splitlines())
+    embed_pending()
+
+    response = run("AADSTS50105", include_scores=True)
+    mixed = run("sign in fails", include_scores=True)
+
+    assert response.mode == "hybrid" and keys(response)[0] == "BUG-77"
+    assert all(h.scores.boosts.get("semantic_weight") == 0.0 for h in response.results if h.scores.semantic_rank)
+    assert not any("semantic_weight" in h.scores.boosts for h in mixed.results)  # words, not codes: meaning votes
+
+
 def test_similar_puts_a_record_with_the_very_same_title_first(db):
     body = "After the update the spinner keeps turning on the payment sheet and the order never completes"
     records = [
