@@ -166,6 +166,23 @@ EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
 
 # Ranking (search/engine.py, search/keyword.py and search/semantic.py explain each).
 SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
+# Hybrid's pseudo-relevance feedback: the semantic arm runs again from the
+# query's vector plus SEARCH_FEEDBACK_WEIGHT x the mean vector of the first
+# fusion's best SEARCH_FEEDBACK_DOCS records (0 turns it off), and its list is
+# fused as a third one, weighted like the semantic arm x SEARCH_FEEDBACK_LIST_WEIGHT.
+# docs/benchmarks.md has the measurements.
+SEARCH_FEEDBACK_DOCS = envint("SEARCH_FEEDBACK_DOCS", 1)
+SEARCH_FEEDBACK_WEIGHT = envfloat("SEARCH_FEEDBACK_WEIGHT", 2.0)
+SEARCH_FEEDBACK_LIST_WEIGHT = envfloat("SEARCH_FEEDBACK_LIST_WEIGHT", 1.0)
+# A second stage (search/rerank.py): off unless SEARCH_RERANKER=hosted and an
+# endpoint speaking the Cohere-style /rerank API is named.
+SEARCH_RERANKER = envstr("SEARCH_RERANKER", "")
+SEARCH_RERANK_API_URL = envstr("SEARCH_RERANK_API_URL", "")
+SEARCH_RERANK_MODEL = envstr("SEARCH_RERANK_MODEL", "")
+SEARCH_RERANK_API_KEY = envstr("SEARCH_RERANK_API_KEY", "")
+SEARCH_RERANK_TIMEOUT = envfloat("SEARCH_RERANK_TIMEOUT", 5.0)
+SEARCH_RERANK_DEPTH = envint("SEARCH_RERANK_DEPTH", 30)
+SEARCH_RERANK_CHARS = envint("SEARCH_RERANK_CHARS", 1000)
 # Below this share of the query held by the best keyword match, the keyword arm's vote shrinks (engine._weights).
 SEARCH_WEAK_COVERAGE = envfloat("SEARCH_WEAK_COVERAGE", 0.33)
 SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)

@@ -161,6 +161,10 @@ class ScoreDetail(BaseModel):
     keyword_score: float | None = None
     semantic_rank: int | None = None
     semantic_score: float | None = Field(None, description="cosine similarity")
+    feedback_rank: int | None = Field(
+        None, description="hybrid: rank in the semantic arm's second pass, from the query moved toward the best record"
+    )
+    feedback_score: float | None = Field(None, description="cosine similarity in that second pass")
     boosts: dict[str, float] = Field(default_factory=dict)
 
 

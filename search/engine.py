@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
-from . import cursors, facets, fusion, keyword, semantic, snippets, statistics, typos
+from . import cursors, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
 from .contract import Hit, NotFound, ScoreDetail, SearchError, SearchRequest, SearchResponse, SimilarRequest
 from .embeddings import get_provider
 from .health import index_health
@@ -79,9 +79,20 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
         semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
     candidates = fusion.fuse(keyword_result, semantic_result, weights)
+    again = None
+    if keyword_result and semantic_result and weights.semantic and settings.SEARCH_FEEDBACK_DOCS:
+        # Pseudo-relevance feedback: the semantic arm again, from the query's
+        # vector moved toward the best record of this first fusion, fused as
+        # a third list.
+        first = sorted(candidates.values(), key=_first_pass_order)[: settings.SEARCH_FEEDBACK_DOCS]
+        again = semantic.feedback(semantic_result, [c.id for c in first], scope, semantic_depth, keyword_result)
+        candidates = fusion.fuse(keyword_result, semantic_result, weights, again)
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = fusion.Candidate(key_match)
-    fusion.boost(candidates, request.query, key_match, hybrid=bool(keyword_result and semantic_result))
+    hybrid = bool(keyword_result and semantic_result)
+    fusion.boost(candidates, request.query, key_match, hybrid=hybrid, feedback=again is not None)
+    if request.sort == "relevant":
+        rerank.apply(candidates, corrected or request.query, pinned=key_match)
     highlight = (keyword_result.query if keyword_result else "") or parsed.any_of()
     found = Found(
         request.query,
@@ -95,6 +106,13 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         request.sort,
     )
     return _respond(request, found, health, highlight)
+
+
+def _first_pass_order(candidate: fusion.Candidate) -> tuple:
+    """Best first; on a tie (one arm's first against the other's first), the
+    keyword arm's record: it holds the query's own words."""
+    keyword_rank, semantic_rank = candidate.keyword_rank, candidate.semantic_rank
+    return (-candidate.score, keyword_rank is None, keyword_rank or semantic_rank or 0, candidate.id)
 
 
 def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None):
@@ -268,6 +286,8 @@ def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: st
             keyword_score=candidate.keyword_score,
             semantic_rank=candidate.semantic_rank,
             semantic_score=candidate.semantic_score,
+            feedback_rank=candidate.feedback_rank,
+            feedback_score=candidate.feedback_score,
             boosts=candidate.boosts,
         )
     return Hit(

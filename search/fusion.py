@@ -3,7 +3,9 @@
 score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with k = SEARCH_RRF_K
 (20: measured better than the customary 60 on the public judged sets, see
 docs/benchmarks.md) and w the configured arm weights (SEARCH_KEYWORD_WEIGHT,
-SEARCH_SEMANTIC_WEIGHT) times this query's (`weights`). Boosts, after
+SEARCH_SEMANTIC_WEIGHT) times this query's (`weights`); in hybrid, the
+semantic arm's second pass (semantic.feedback) adds
+w_sem * SEARCH_FEEDBACK_LIST_WEIGHT / (k + rank_feedback). Boosts, after
 fusion: a record whose title equals the query gets + SEARCH_TITLE_BOOST / k
 (as if one more arm ranked it first); recency multiplies the score by
 1 + SEARCH_RECENCY_WEIGHT * 0.5 ** (age in days / SEARCH_RECENCY_HALF_LIFE)
@@ -32,6 +34,8 @@ class Candidate:
     keyword_score: float | None = None
     semantic_rank: int | None = None
     semantic_score: float | None = None
+    feedback_rank: int | None = None
+    feedback_score: float | None = None
     boosts: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
     info: RowInfo | None = None
@@ -67,16 +71,27 @@ def weights(query: str, coverage: float) -> Weights:
     return Weights()
 
 
-def fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None, query=None) -> dict[int, Candidate]:
-    """Reciprocal rank fusion; `query` is this query's Weights (evidence), on top of the configured ones."""
+def fuse(
+    keyword_result: ArmResult | None,
+    semantic_result: ArmResult | None,
+    query=None,
+    feedback_result: ArmResult | None = None,
+) -> dict[int, Candidate]:
+    """Reciprocal rank fusion; `query` is this query's Weights (evidence), on
+    top of the configured ones. `feedback_result`, the semantic arm's second
+    pass (semantic.feedback), is a third list with the semantic arm's weight
+    times SEARCH_FEEDBACK_LIST_WEIGHT."""
     k = settings.SEARCH_RRF_K
     query = query or Weights()
+    semantic = settings.SEARCH_SEMANTIC_WEIGHT * query.semantic
     weights = {
         "keyword": settings.SEARCH_KEYWORD_WEIGHT * query.keyword,
-        "semantic": settings.SEARCH_SEMANTIC_WEIGHT * query.semantic,
+        "semantic": semantic,
+        "feedback": semantic * settings.SEARCH_FEEDBACK_LIST_WEIGHT,
     }
     candidates: dict[int, Candidate] = {}
-    for arm, result in (("keyword", keyword_result), ("semantic", semantic_result)):
+    arms = (("keyword", keyword_result), ("semantic", semantic_result), ("feedback", feedback_result))
+    for arm, result in arms:
         if result is None:
             continue
         for rank, (doc_id, score) in enumerate(result.ranked, start=1):
@@ -84,7 +99,7 @@ def fuse(keyword_result: ArmResult | None, semantic_result: ArmResult | None, qu
             setattr(candidate, f"{arm}_rank", rank)
             setattr(candidate, f"{arm}_score", score)
             candidate.score += weights[arm] / (k + rank)
-            if getattr(query, arm) != 1.0:
+            if arm != "feedback" and getattr(query, arm) != 1.0:
                 candidate.boosts[f"{arm}_weight"] = getattr(query, arm)
             if candidate.info is None:
                 candidate.info = result.info.get(doc_id)
@@ -95,10 +110,17 @@ def normalize_title(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def boost(candidates: dict[int, Candidate], query: str | None, key_match: int | None, hybrid: bool = False) -> None:
+def boost(
+    candidates: dict[int, Candidate],
+    query: str | None,
+    key_match: int | None,
+    hybrid: bool = False,
+    feedback: bool = False,
+) -> None:
     """Apply the documented boosts. In `hybrid` search, a record that has
-    no vector yet gets the semantic arm's share at its keyword rank, so
-    records waiting for embedding are not pushed down while the index lags."""
+    no vector yet gets the semantic lists' share at its keyword rank (the
+    semantic arm's, and the feedback list's when it ran), so records
+    waiting for embedding are not pushed down while the index lags."""
     if not candidates:
         return
     missing = [c.id for c in candidates.values() if c.info is None]
@@ -118,7 +140,8 @@ def boost(candidates: dict[int, Candidate], query: str | None, key_match: int | 
     for candidate in candidates.values():
         info = candidate.info
         if hybrid and not info.has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
-            share = settings.SEARCH_SEMANTIC_WEIGHT / (k + candidate.keyword_rank)
+            lists = 1 + (settings.SEARCH_FEEDBACK_LIST_WEIGHT if feedback else 0)
+            share = settings.SEARCH_SEMANTIC_WEIGHT * lists / (k + candidate.keyword_rank)
             candidate.boosts["awaiting_embedding"] = round(share, 6)
             candidate.score += share
         # The substring tests spare normalizing titles that cannot be equal.

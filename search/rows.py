@@ -30,6 +30,7 @@ class ArmResult:
     info: dict[int, RowInfo] = field(default_factory=dict)  # of the ranked rows
     # Semantic arm in hybrid: count and facets of its rows outside the keyword match set.
     outside: tuple[int, dict[str, dict[str, int]]] | None = None
+    vector: object = None  # semantic arm: the query's vector
 
 
 def info_columns(alias: str) -> str:

@@ -5,6 +5,9 @@ so a selective filter still fills the page (pgvector 0.8+). Filters and the
 access rule are in the statement's WHERE, as in the keyword arm.
 """
 
+import json
+
+import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -17,7 +20,36 @@ from .scope import Scope
 def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:
     """The arm for a query's text, embedded with the active model."""
     provider = get_provider()
-    return nearest(provider.embed_query(text), provider.model_id, scope, depth, keyword.query if keyword else "")
+    vector = provider.embed_query(text)
+    result = nearest(vector, provider.model_id, scope, depth, keyword.query if keyword else "")
+    result.vector = vector
+    return result
+
+
+def feedback(
+    result: ArmResult, top_ids: list[int], scope: Scope, depth: int, keyword: ArmResult | None
+) -> ArmResult | None:
+    """The arm again, from the query's vector moved toward the vectors of
+    `top_ids` (the first fusion's best records): Rocchio's pseudo-relevance
+    feedback, q + SEARCH_FEEDBACK_WEIGHT x mean(top), normalised. A short or
+    vague query borrows the wording of the record the fusion ranked first,
+    and finds that record's neighbours. None when none of `top_ids` has a
+    current vector."""
+    if not top_ids:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.embedding::text FROM search_document d WHERE d.id = ANY(%(ids)s) AND d.embedding IS NOT NULL "
+            "AND d.embedding_model = %(model)s",
+            {"ids": top_ids, "model": get_provider().model_id},
+        )
+        rows = [json.loads(row[0]) for row in cursor.fetchall()]
+    if not rows:
+        return None
+    centroid = np.mean(np.asarray(rows, dtype=np.float32), axis=0)
+    vector = np.asarray(result.vector, dtype=np.float32) + settings.SEARCH_FEEDBACK_WEIGHT * centroid
+    vector /= np.linalg.norm(vector)
+    return nearest(vector, get_provider().model_id, scope, depth, keyword.query if keyword else "")
 
 
 def nearest(vector, model_id: str, scope: Scope, depth: int, keyword_query: str = "") -> ArmResult:

@@ -26,7 +26,7 @@ from backlog.services import import_records
 from .conftest import TRAMLINE, VAT_BUG, jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
-MASKED = {"score", "keyword_score", "semantic_score", "recency", "next_cursor"}
+MASKED = {"score", "keyword_score", "semantic_score", "feedback_score", "recency", "next_cursor"}
 
 AT = "2026-01-05T09:00:00+00:00"
 # conftest's story with every time fixed (a product or feature without times gets the import's

@@ -1,0 +1,85 @@
+"""Ranking variants side by side on a kept evaluation database.
+
+`search_eval` loads and embeds a judged set on every run; a ranking idea is
+a setting, so this answers the set's queries again on a database
+`search_eval --keep-db` left behind, once per variant, in one process:
+
+    .venv/bin/python manage.py search_eval ../shared/eval/qa-public --keep-db \\
+        --database-name search_eval_lab_qa_public
+    .venv/bin/python bench/ranking_lab.py ../shared/eval/qa-public search_eval_lab_qa_public \\
+        --variant now --variant 'k10:SEARCH_RRF_K=10'
+
+A variant is `name` or `name:SETTING=value,SETTING=value` (values are read
+as Python literals where they parse, strings otherwise). Prints nDCG@10 per
+mode and query type, one column per variant; `--json` keeps every query's
+scores for a closer look.
+"""
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import django_setup  # noqa: E402,F401  (sets Django up)
+
+
+def variant(text: str) -> tuple[str, dict]:
+    name, _, assignments = text.partition(":")
+    overrides = {}
+    for assignment in filter(None, assignments.split(",")):
+        key, _, value = assignment.partition("=")
+        try:
+            overrides[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            overrides[key.strip()] = value.strip()
+    return name, overrides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder")
+    parser.add_argument("database", help="a database search_eval --keep-db left, holding this set")
+    parser.add_argument("--variant", action="append", type=variant, required=True)
+    parser.add_argument("--modes", default="hybrid", help="comma-separated, default hybrid")
+    parser.add_argument("--json", dest="json_file")
+    args = parser.parse_args()
+
+    from django.conf import settings
+    from django.db import connection
+    from django.test import override_settings
+
+    from search.evaluation import evaluate, load_judged_set
+    from search.management.commands.search_eval import EngineRanking
+
+    if not args.database.startswith("search_eval_"):
+        parser.error("the database must be one search_eval kept (search_eval_...)")
+    settings.DATABASES["default"]["NAME"] = args.database
+    connection.settings_dict["NAME"] = args.database
+    judged_set = load_judged_set(args.folder)
+    modes = [mode for mode in args.modes.split(",") if mode]
+    reports = {}
+    for name, overrides in args.variant:
+        with override_settings(**overrides):
+            reports[name] = evaluate(judged_set, EngineRanking(), modes)
+    names = list(reports)
+    print(f"{judged_set.name}: nDCG@10")
+    print(f"{'mode / type':<24}" + "".join(f"{name:>12}" for name in names))
+    first = reports[names[0]]
+    for mode in modes:
+        print(f"{mode:<24}" + "".join(f"{reports[n].mean(mode)['ndcg@10']:>12.3f}" for n in names))
+        for kind, ids in first.by_type().items():
+            label = f"  {kind} ({len(ids)})"
+            print(f"{label:<24}" + "".join(f"{reports[n].mean(mode, ids)['ndcg@10']:>12.3f}" for n in names))
+    if args.json_file:
+        out = {
+            name: {mode: {q: s["ndcg@10"] for q, s in report.runs[mode].scores.items()} for mode in modes}
+            for name, report in reports.items()
+        }
+        Path(args.json_file).write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Hybrid's second looks: pseudo-relevance feedback and the reranker slot."""
+
+import json
+import logging
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Thread
+
+import numpy as np
+import pytest
+
+from backlog.services import import_records
+from search.contract import SearchRequest
+from search.embeddings import get_provider
+from search.engine import search
+from search.indexing import embed_pending
+
+from .conftest import jsonl
+from .test_search import CORPUS
+
+
+@pytest.fixture
+def embedded(db):
+    assert import_records(jsonl(*CORPUS).splitlines()).written
+    assert embed_pending() == len(CORPUS)
+
+
+def run(query, **options):
+    return search(SearchRequest(query=query, include_scores=True, **options))
+
+
+def keys(response) -> list[str]:
+    return [hit.key for hit in response.results]
+
+
+# -- pseudo-relevance feedback ----------------------------------------------------------------
+
+
+def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(embedded, settings):
+    query = "my bill shows the wrong sales levy"
+    settings.SEARCH_FEEDBACK_DOCS = 0
+    without = run(query, mode="hybrid")
+    settings.SEARCH_FEEDBACK_DOCS = 1
+    with_feedback = run(query, mode="hybrid")
+    first = with_feedback.results[0].scores
+    # The second pass starts near the first record, and the list it gives is fused as a third one.
+    assert first.feedback_rank == 1 and first.feedback_score > first.semantic_score
+    assert all(hit.scores.feedback_rank is None for hit in without.results)
+    assert set(keys(with_feedback)[:2]) == {"BUG-4", "BUG-5"}
+
+
+# -- the reranker slot ------------------------------------------------------------------------
+
+
+class RerankServer(ThreadingHTTPServer):
+    """A Cohere-style /rerank on 127.0.0.1 that scores each document by the
+    local model's cosine to the query, reversed when `reverse`: a reranker
+    whose order differs from the fusion's. `mode` "500" or "garbage" fails."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), RerankHandler)
+        self.mode, self.reverse, self.requests = "ok", True, []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class RerankHandler(BaseHTTPRequestHandler):
+    server: RerankServer
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        if self.server.mode == "500":
+            return self.reply(500, b'{"error": "overloaded"}')
+        if self.server.mode == "garbage":
+            return self.reply(200, b"<html>sign in</html>")
+        provider = get_provider()
+        query = provider.embed_query(body["query"])
+        documents = provider.embed_documents(body["documents"])
+        scores = documents @ query * (-1 if self.server.reverse else 1)
+        results = [{"index": i, "relevance_score": float(s)} for i, s in enumerate(scores)]
+        self.reply(200, json.dumps({"results": sorted(results, key=lambda r: -r["relevance_score"])}).encode())
+
+    def reply(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def reranker(settings):
+    server = RerankServer()
+    Thread(target=server.serve_forever, daemon=True).start()
+    settings.SEARCH_RERANKER = "hosted"
+    settings.SEARCH_RERANK_API_URL = server.url
+    settings.SEARCH_RERANK_API_KEY = "sk-test"
+    settings.SEARCH_RERANK_DEPTH = 4
+    yield server
+    server.shutdown()
+
+
+def test_the_reranker_orders_the_fused_top_and_shows_its_scores(embedded, settings, reranker):
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("renewal spinner", limit=50))
+    settings.SEARCH_RERANKER = "hosted"
+    response = run("renewal spinner", limit=50)
+    request = reranker.requests[-1]
+    assert request["path"] == "/v1/rerank" and request["auth"] == "Bearer sk-test"
+    assert request["body"]["query"] == "renewal spinner" and len(request["body"]["documents"]) == 4
+    reranked = keys(response)
+    # The reranker read the fusion's best four and put them in its own order; the rest follow as fused.
+    assert set(reranked[:4]) == set(fused[:4]) and reranked[4:] == fused[4:]
+    scores = [hit.scores.boosts["rerank"] for hit in response.results[:4]]
+    assert scores == sorted(scores, reverse=True)
+    assert reranked[:4] != fused[:4]  # this reranker disagrees with the fusion (it reverses meaning)
+    assert "rerank" not in response.results[4].scores.boosts
+
+
+def test_reranked_pages_follow_one_order(embedded, reranker):
+    whole = keys(run("renewal spinner", limit=50))
+    paged, cursor = [], None
+    while True:
+        page = run("renewal spinner", limit=2, cursor=cursor)
+        paged += keys(page)
+        if not (cursor := page.next_cursor):
+            break
+    assert paged == whole
+
+
+def test_a_key_query_keeps_its_record_first_under_a_reranker(embedded, reranker):
+    assert keys(run("BUG-6", mode="keyword"))[0] == "BUG-6"
+
+
+@pytest.mark.parametrize("mode", ["500", "garbage"])
+def test_a_failing_reranker_leaves_the_fused_order_and_says_so_in_the_log(embedded, settings, reranker, mode, caplog):
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("renewal spinner", limit=50))
+    settings.SEARCH_RERANKER = "hosted"
+    reranker.mode = mode
+    with caplog.at_level(logging.WARNING, logger="search.rerank"):
+        assert keys(run("renewal spinner", limit=50)) == fused
+    assert "Reranking skipped" in caplog.text and "sk-test" not in caplog.text
+
+
+def test_an_unknown_reranker_setting_is_logged_not_a_failed_search(embedded, settings, caplog):
+    settings.SEARCH_RERANKER = "bogus"
+    with caplog.at_level(logging.WARNING, logger="search.rerank"):
+        assert keys(run("renewal spinner"))
+    assert "SEARCH_RERANKER must be empty (off) or 'hosted'" in caplog.text
+
+
+def test_the_feedback_vector_is_the_normalised_sum(embedded, settings):
+    """q + weight x mean(top) normalised: checked against numpy on the stored vectors."""
+    from django.db import connection
+
+    from search import semantic
+    from search.scope import build_scope
+
+    request = SearchRequest(query="tax amount wrong")
+    scope = build_scope(request, None)
+    first = semantic.for_query(request.query, scope, 10, None)
+    top = first.ranked[0][0]
+    again = semantic.feedback(first, [top], scope, 10, None)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT embedding::text FROM search_document WHERE id = %s", [top])
+        stored = np.asarray(json.loads(cursor.fetchone()[0]))
+    expected = first.vector + settings.SEARCH_FEEDBACK_WEIGHT * stored
+    expected /= np.linalg.norm(expected)
+    assert dict(again.ranked)[top] == pytest.approx(float(expected @ stored), abs=2e-3)
