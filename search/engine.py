@@ -47,6 +47,7 @@ class Found:
     # The answer is the ranked list itself (similar): total and facets count
     # it exactly, not the corpus-wide match set of its long OR query.
     listed: bool = False
+    feedback: ArmResult | None = None  # hybrid's second semantic pass
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -84,9 +85,11 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         # Pseudo-relevance feedback: the semantic arm again, from the query's
         # vector moved toward the best record of this first fusion, fused as
         # a third list.
-        first = sorted(candidates.values(), key=_first_pass_order)[: settings.SEARCH_FEEDBACK_DOCS]
-        again = semantic.feedback(semantic_result, [c.id for c in first], scope, semantic_depth, keyword_result)
-        candidates = fusion.fuse(keyword_result, semantic_result, weights, again)
+        ranked = sorted(candidates.values(), key=_first_pass_order)
+        first = [c.id for c in ranked if c.info and c.info.has_vector][: settings.SEARCH_FEEDBACK_DOCS]
+        if first:
+            again = semantic.feedback(semantic_result, first, scope, semantic_depth, keyword_result)
+            candidates = fusion.fuse(keyword_result, semantic_result, weights, again)
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = fusion.Candidate(key_match)
     hybrid = bool(keyword_result and semantic_result)
@@ -104,6 +107,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         key_match,
         corrected,
         request.sort,
+        feedback=again,
     )
     return _respond(request, found, health, highlight)
 
@@ -226,8 +230,11 @@ def _match_set(found: Found) -> tuple[int, bool, facets.Counts]:
         return keyword_result.total, keyword_result.exact, keyword_result.facets
     if keyword_result is None:
         return semantic_result.total, True, semantic_result.facets
-    extra, extra_facets = semantic_result.outside
-    return keyword_result.total + extra, keyword_result.exact, facets.merged(keyword_result.facets, extra_facets)
+    outside = semantic_result.outside_rows | (found.feedback.outside_rows if found.feedback else {})
+    extra_facets = facets.empty()
+    for row in outside.values():
+        facets.add(extra_facets, *row)
+    return keyword_result.total + len(outside), keyword_result.exact, facets.merged(keyword_result.facets, extra_facets)
 
 
 def _ordered(found: Found) -> list[fusion.Candidate]:

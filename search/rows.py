@@ -28,8 +28,9 @@ class ArmResult:
     facets: dict[str, dict[str, int]]
     query: str = ""  # the tsquery the match set was defined by
     info: dict[int, RowInfo] = field(default_factory=dict)  # of the ranked rows
-    # Semantic arm in hybrid: count and facets of its rows outside the keyword match set.
-    outside: tuple[int, dict[str, dict[str, int]]] | None = None
+    # Semantic arm in hybrid: its rows outside the keyword match set, by id:
+    # (kind, product id, status, severity), for the total and the facets.
+    outside_rows: dict[int, tuple] = field(default_factory=dict)
     vector: object = None  # semantic arm: the query's vector
 
 

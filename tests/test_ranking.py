@@ -175,3 +175,18 @@ def test_the_feedback_vector_is_the_normalised_sum(embedded, settings):
     expected = first.vector + settings.SEARCH_FEEDBACK_WEIGHT * stored
     expected /= np.linalg.norm(expected)
     assert dict(again.ranked)[top] == pytest.approx(float(expected @ stored), abs=2e-3)
+
+
+def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, settings):
+    settings.SEARCH_SEMANTIC_DEPTH = 3  # short lists, so the second pass brings records the first did not
+    settings.SEARCH_FEEDBACK_DOCS = 0
+    first = run("my bill shows the wrong sales levy", limit=100)
+    settings.SEARCH_FEEDBACK_DOCS = 1
+    response = run("my bill shows the wrong sales levy", limit=100)
+    added = [hit for hit in response.results if hit.scores.feedback_rank and not hit.scores.semantic_rank]
+    assert added and not any(hit.scores.keyword_rank for hit in added)  # only the feedback list has them
+    assert response.total == len(response.results) > first.total
+    by_kind = {count.value: count.count for count in response.facets.kind}
+    assert sum(by_kind.values()) == response.total
+    for kind in {hit.kind for hit in response.results}:
+        assert by_kind[kind] == sum(hit.kind == kind for hit in response.results)
