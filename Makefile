@@ -7,8 +7,9 @@ BIN    := $(VENV)/bin
 
 .PHONY: run test install system-packages bench lint
 
+# The local quick start opts in to Django's debug pages (DEBUG defaults to false).
 run: install
-	$(BIN)/python manage.py serve
+	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py serve
 
 test: install system-packages
 	$(BIN)/python -m pytest

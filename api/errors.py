@@ -10,7 +10,9 @@ never a traceback or SQL.
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -43,6 +45,11 @@ def exception_handler(exc, context):
         exc = DatabaseUnavailable()
     if isinstance(exc, SearchError):
         return Response(exc.body(), status=exc.status, headers=exc.headers())
+    if isinstance(exc, RequestDataTooBig):
+        exc = TooLarge(
+            f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the limit for a record "
+            "(DATA_UPLOAD_MAX_MEMORY_SIZE). Send many records through POST /api/import as JSON Lines."
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

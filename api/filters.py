@@ -11,12 +11,15 @@ The FilterSets are plain django-filter: `BugFilter(data, queryset).qs` works
 outside DRF too.
 """
 
+from django import forms
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 from rest_framework import pagination, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.filters import OrderingFilter
 
 from backlog.models import Bug, BugStatus, Feature, Product, QATest, Severity, TestStatus
+from backlog.text import in_utc
 from search.contract import LIMIT_DEFAULT, LIMIT_MAX
 
 
@@ -28,11 +31,29 @@ class ChoiceInFilter(filters.BaseInFilter, filters.ChoiceFilter):
     pass
 
 
+class UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time, as UTC (backlog.text.in_utc: PostgreSQL takes
+    offsets up to ±15:59 only, ISO 8601 up to ±23:59)."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return None
+        try:
+            return in_utc(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
+
+
 class RecordFilter(filters.FilterSet):
-    created_after = filters.IsoDateTimeFilter("created_at", "gte", help_text="created at or after this time")
-    created_before = filters.IsoDateTimeFilter("created_at", "lte", help_text="created at or before this time")
-    updated_after = filters.IsoDateTimeFilter("updated_at", "gte", help_text="updated at or after this time")
-    updated_before = filters.IsoDateTimeFilter("updated_at", "lte", help_text="updated at or before this time")
+    created_after = UtcDateTimeFilter("created_at", "gte", help_text="created at or after this time")
+    created_before = UtcDateTimeFilter("created_at", "lte", help_text="created at or before this time")
+    updated_after = UtcDateTimeFilter("updated_at", "gte", help_text="updated at or after this time")
+    updated_before = UtcDateTimeFilter("updated_at", "lte", help_text="updated at or before this time")
 
     class Meta:
         model = Product

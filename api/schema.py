@@ -31,7 +31,8 @@ class ImportProblem(BaseModel):
 class ErrorDetail(BaseModel):
     code: str = Field(
         description="invalid_request, invalid_records, not_found, not_authenticated, authentication_failed, "
-        "permission_denied, method_not_allowed, unsupported_media_type, conflict, too_large, server_error"
+        "permission_denied, method_not_allowed, unsupported_media_type, conflict, too_large, server_error, "
+        "semantic_unavailable, database_unavailable"
     )
     message: str = Field(description="what was wrong and what to send instead; the MCP tools show the same text")
     fields: dict[str, list[str]] | None = Field(None, description="record validation: the messages of each field")

@@ -1,10 +1,11 @@
-"""Text PostgreSQL can store, a rule shared by every path that reads or writes records.
+"""Text (and times) PostgreSQL can store, rules shared by every path that reads or writes records.
 
 PostgreSQL's text types cannot hold NUL (U+0000): a query or a row with one
 fails with a DataError. The interchange format refuses it in records and the
 search contract in every request parameter, with the same message.
 """
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -17,3 +18,18 @@ def no_nul(value: str) -> str:
 
 
 NulFreeStr = Annotated[str, AfterValidator(no_nul)]
+
+
+def in_utc(value: datetime) -> datetime:
+    """An aware time as UTC; a naive one is taken as UTC. ISO 8601 allows
+    offsets up to ±23:59 and PostgreSQL only up to ±15:59, so every time
+    reaches the database in UTC (the same instant)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of range once converted to UTC; give a time between years 1 and 9999") from None
+
+
+UtcDateTime = Annotated[datetime, AfterValidator(in_utc)]

@@ -37,6 +37,26 @@ def _envnumber(name: str, default, parse, what: str):
         raise ImproperlyConfigured(f"{name}={value!r}: use {what}.") from None
 
 
+def local_secret_key(folder: Path) -> str:
+    """A random key kept in `folder`/secret_key (git-ignored), made on first
+    use: a machine without SECRET_KEY gets a key of its own that survives
+    restarts, never a key anyone can read in the source."""
+    path = folder / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        folder.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        try:
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+                file.write(key)
+        except FileExistsError:  # another process made it a moment ago
+            return path.read_text().strip()
+        return key
+
+
 def envint(name: str, default: int) -> int:
     return _envnumber(name, default, int, "a whole number")
 
@@ -49,12 +69,12 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in envstr(name, default).split(",") if item.strip()]
 
 
-DEBUG = envbool("DEBUG", True)
+# Off unless asked for: with DEBUG on, an error page shows settings and SQL
+# to whoever caused it. `make run` turns it on for the local quick start.
+DEBUG = envbool("DEBUG", False)
 SECRET_KEY = envstr("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false.")
-    SECRET_KEY = "development-only-key-never-use-in-production"
+    SECRET_KEY = "development-only-key-never-use-in-production" if DEBUG else local_secret_key(BASE_DIR / ".local")
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")

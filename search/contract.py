@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backlog.models import BugStatus, Severity, TestStatus
-from backlog.text import NulFreeStr, no_nul
+from backlog.text import NulFreeStr, UtcDateTime, no_nul
 
 from .models import Kind as DocumentKind
 
@@ -90,6 +90,16 @@ class DatabaseUnavailable(SearchError):
         )
 
 
+class SemanticUnavailable(SearchError):
+    """mode=semantic when no vector can be compared: none computed yet, or
+    no embedding model can run. Not the caller's fault, and it passes once
+    the index or the configuration is mended."""
+
+    status = 503
+    code = "semantic_unavailable"
+    retry_after = 30
+
+
 class SearchRequest(BaseModel):
     """One search. The same names on every surface (REST query string, MCP
     tool arguments, the staff UI's URL)."""
@@ -116,10 +126,10 @@ class SearchRequest(BaseModel):
     status: list[StatusName] | None = Field(None, description="only these statuses (bugs and tests)")
     severity: list[SeverityName] | None = Field(None, description="only bugs of these severities")
     feature: KeyFilter | None = Field(None, description="only records of this feature key")
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    updated_after: datetime | None = None
-    updated_before: datetime | None = None
+    created_after: UtcDateTime | None = None
+    created_before: UtcDateTime | None = None
+    updated_after: UtcDateTime | None = None
+    updated_before: UtcDateTime | None = None
     sort: Sort = Field("relevant", description="relevant (default) or recent (newest first)")
     limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
     cursor: NulFreeStr | None = Field(None, description="next_cursor of the previous page")
@@ -219,7 +229,7 @@ class IndexHealth(BaseModel):
     documents: int
     embedded: int = Field(description="documents whose vector is current for the active model")
     coverage: float = Field(description="embedded / documents, 0-1")
-    model: str
+    model: str | None = Field(description="the active embedding model; null when none can run (see the log)")
     worker: WorkerHealth | None = Field(None, description="the embedding worker; null when none is supervised")
 
 
@@ -234,6 +244,12 @@ class SearchResponse(BaseModel):
     results: list[Hit]
     next_cursor: str | None = None
     index: IndexHealth
+    degraded: dict[str, str] | None = Field(
+        None,
+        description="set when part of the search could not run, by part (semantic): why; the results are "
+        "what the rest found (hybrid answers by keyword alone, and `mode` says keyword)",
+        exclude_if=_omitted_when_null,
+    )
 
 
 # -- similar, get, timeline ----------------------------------------------------------------

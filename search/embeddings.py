@@ -182,6 +182,17 @@ def get_provider() -> EmbeddingProvider:
     return provider
 
 
+def active_model_id() -> str | None:
+    """The active provider's model id, or None when no provider can be built
+    (a misconfigured EMBEDDING_PROVIDER): keyword search reads this to tell
+    current vectors apart, and must not fail for the embedder."""
+    try:
+        return get_provider().model_id
+    except EmbeddingError as exc:
+        logger.warning("No embedding provider: %s", exc)
+        return None
+
+
 def reset_provider() -> None:
     """Forget the provider, so the next :func:`get_provider` reads the settings again."""
     global _provider

@@ -20,8 +20,17 @@ from django.conf import settings
 from django.db import connection
 
 from . import cursors, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
-from .contract import Hit, NotFound, ScoreDetail, SearchError, SearchRequest, SearchResponse, SimilarRequest
-from .embeddings import get_provider
+from .contract import (
+    Hit,
+    NotFound,
+    ScoreDetail,
+    SearchError,
+    SearchRequest,
+    SearchResponse,
+    SemanticUnavailable,
+    SimilarRequest,
+)
+from .embeddings import EmbeddingError, active_model_id, get_provider
 from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .rows import ArmResult
@@ -48,6 +57,7 @@ class Found:
     # it exactly, not the corpus-wide match set of its long OR query.
     listed: bool = False
     feedback: ArmResult | None = None  # hybrid's second semantic pass
+    degraded: dict[str, str] | None = None  # SearchResponse.degraded
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -60,13 +70,12 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     except QuerySyntaxError as exc:
         raise SearchError(f"query: {exc}") from exc
     health = index_health()
-    mode = request.mode
-    if mode == "hybrid" and health.embedded == 0:
-        mode = "keyword"  # nothing to compare vectors with yet: say so in `mode`
-    if mode == "semantic" and health.embedded == 0:
-        raise SearchError(
-            "mode=semantic needs embeddings, and none are computed yet: run `manage.py embed`, or use mode=keyword."
-        )
+    mode, degraded = request.mode, None
+    if mode != "keyword" and health.embedded == 0:
+        why = _no_model() or "no record has an embedding of the active model yet (run `manage.py embed`)"
+        if mode == "semantic":
+            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
+        mode, degraded = "keyword", {"semantic": why}
     depth = settings.SEARCH_ARM_DEPTH
     key_match = _key_lookup(request.query, scope)
     keyword_result, corrected, weights = None, None, fusion.Weights()
@@ -78,7 +87,12 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     semantic_result = None
     if mode in ("hybrid", "semantic"):
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
-        semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
+        try:
+            semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
+        except EmbeddingError as exc:
+            if mode == "semantic":
+                raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc
+            mode, degraded, weights = "keyword", {"semantic": str(exc)}, fusion.Weights()
     candidates = fusion.fuse(keyword_result, semantic_result, weights)
     again = None
     if keyword_result and semantic_result and weights.semantic and settings.SEARCH_FEEDBACK_DOCS:
@@ -108,6 +122,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         corrected,
         request.sort,
         feedback=again,
+        degraded=degraded,
     )
     return _respond(request, found, health, highlight)
 
@@ -162,13 +177,13 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=doc_id)
     depth = settings.SEARCH_ARM_DEPTH
     health = index_health()
-    mode = request.mode
-    if mode != "keyword" and not (vector_text is not None and model_id == get_provider().model_id):
+    mode, degraded = request.mode, None
+    active = active_model_id()
+    if mode != "keyword" and not (vector_text is not None and model_id == active):
+        why = _no_model() or f"{request.key} has no current embedding yet (run `manage.py embed`)"
         if mode == "semantic":
-            raise SearchError(
-                f"{request.key} has no current embedding yet: run `manage.py embed`, or use mode=keyword."
-            )
-        mode = "keyword"
+            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
+        mode, degraded = "keyword", {"semantic": why}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword"):
         parsed, stats = _more_like_this(title, body)
@@ -179,8 +194,19 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         semantic_result = semantic.nearest(vector, model_id, scope, depth, keyword_query)
     candidates = fusion.fuse(keyword_result, semantic_result)
     fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
-    found = Found(request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True)
+    found = Found(
+        request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True, degraded=degraded
+    )
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
+
+
+def _no_model() -> str | None:
+    """Why no embedding model can run, or None when one can."""
+    try:
+        get_provider()
+    except EmbeddingError as exc:
+        return f"no embedding model can run: {exc}"
+    return None
 
 
 def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
@@ -267,6 +293,7 @@ def _respond(request: SearchRequest | SimilarRequest, found: Found, health, high
         results=_hits(request, page, start, highlight, found.sort),
         next_cursor=next_cursor,
         index=health,
+        degraded=found.degraded,
     )
 
 

@@ -106,8 +106,14 @@ def fuse(
     return candidates
 
 
+# Leading tags in brackets, as trackers and testers write them: "[iOS]", "[5.0.1]".
+_TAGS = re.compile(r"^\s*(?:\[[^\]]*\]\s*)+")
+
+
 def normalize_title(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
+    """A title's words, lower case, without leading [tags]: "[iOS] Spinner
+    never stops" and "Spinner never stops" are the same title."""
+    return " ".join(re.findall(r"\w+", _TAGS.sub("", text).lower()))
 
 
 def boost(

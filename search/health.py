@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from .contract import IndexHealth, WorkerHealth
-from .embeddings import get_provider
+from .embeddings import active_model_id
 from .models import Worker, WorkerState
 from .worker import HEARTBEAT_SECONDS
 
@@ -37,7 +37,7 @@ def index_health() -> IndexHealth:
     search waits for the scan, and the figure may lag the embedding worker
     by a few seconds.
     """
-    key = (connection.settings_dict["NAME"], get_provider().model_id)
+    key = (connection.settings_dict["NAME"], active_model_id())
     cached = _health_cache.get(key)
     if cached:
         if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
-from .embeddings import get_provider
+from .embeddings import active_model_id
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def info_columns(alias: str) -> str:
 
 
 def info_params() -> dict:
-    return {"active_model": get_provider().model_id}
+    return {"active_model": active_model_id()}
 
 
 def ranked_json(alias: str) -> str:

@@ -5,20 +5,31 @@ so a selective filter still fills the page (pgvector 0.8+). Filters and the
 access rule are in the statement's WHERE, as in the keyword arm.
 """
 
+import logging
+
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
 from . import facets
-from .embeddings import get_provider
+from .embeddings import EmbeddingError, get_provider
 from .rows import ArmResult, RowInfo, info_columns, info_params
 from .scope import Scope
 
+logger = logging.getLogger(__name__)
+
 
 def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:
-    """The arm for a query's text, embedded with the active model."""
+    """The arm for a query's text, embedded with the active model; EmbeddingError
+    when the model cannot embed it (search.engine falls back to keyword)."""
     provider = get_provider()
-    vector = provider.embed_query(text)
+    try:
+        vector = provider.embed_query(text)
+    except EmbeddingError:
+        raise
+    except Exception as exc:  # a plug-in's own failure (a cache folder it cannot write, a broken file)
+        logger.exception("The embedding provider failed")
+        raise EmbeddingError(f"the embedding provider failed: {type(exc).__name__}: {exc}") from exc
     result = nearest(vector, provider.model_id, scope, depth, keyword.query if keyword else "")
     result.vector = vector
     return result

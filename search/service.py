@@ -62,13 +62,20 @@ def parse(model: type[BaseModel], params: Mapping[str, Any]) -> BaseModel:
         raise SearchError(f"unknown parameter {unknown[0]!r}; the parameters are: {known}.")
     data = {}
     for name, value in items.items():
+        if value is None:
+            continue  # null (MCP, JSON) means "not given", as an empty form field does
         if _is_list(model, name):
             values = value if isinstance(value, list | tuple) else [value]
-            value = [part.strip() for v in values for part in (v.split(",") if isinstance(v, str) else [v])]
+            # Other types stay as they are, for pydantic to name the one that is wrong.
+            value = [
+                part.strip() if isinstance(part, str) else part
+                for v in values
+                for part in (v.split(",") if isinstance(v, str) else [v])
+            ]
             value = [v for v in value if v != ""]
-        elif isinstance(value, list):
-            if len(value) > 1:
-                raise SearchError(f"{name}: give one value, not {len(value)}.")
+        elif isinstance(value, list | tuple):
+            if len(value) != 1:
+                raise SearchError(f"{name}: give one value, not a list of {len(value)}.")
             value = value[0]
         if value == "" and name not in ("query",):
             continue  # an empty form field means "not given"

@@ -208,7 +208,9 @@ def test_mode_match_mode_and_the_include_flags_reach_the_engine(story, reader):
     assert hit["key"] == "BUG-21" and hit["scores"]["keyword_rank"] == 1
     assert hit["content"]["expected_result"] == "VAT is 20%"
     assert scored["mode"] == "keyword"  # hybrid falls back while nothing is embedded
-    assert semantic.status_code == 400 and "manage.py embed" in semantic.json()["error"]["message"]
+    # Not the request's fault: 503, and the message says how to mend it (or to use keyword).
+    assert semantic.status_code == 503 and "manage.py embed" in semantic.json()["error"]["message"]
+    assert semantic.json()["error"]["code"] == "semantic_unavailable"
 
 
 @pytest.mark.parametrize(

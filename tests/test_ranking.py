@@ -190,3 +190,17 @@ def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, se
     assert sum(by_kind.values()) == response.total
     for kind in {hit.kind for hit in response.results}:
         assert by_kind[kind] == sum(hit.kind == kind for hit in response.results)
+
+
+def test_similar_puts_the_same_title_under_a_tag_first(embedded):
+    """A tester's "[iOS]" in front of a title does not make it another title."""
+    from search.contract import SimilarRequest
+    from search.engine import similar
+
+    twin = {"kind": "bug", "key": "BUG-40", "product": "PRD-1", "title": "[iOS] [6.2] Renewal fails with a saved card"}
+    assert import_records(jsonl(twin).splitlines()).written
+    embed_pending()
+    response = similar(SimilarRequest(key="BUG-1", include_scores=True))
+    assert response.results[0].key == "BUG-40"
+    assert "exact_title" in response.results[0].scores.boosts
+    assert not any("exact_title" in hit.scores.boosts for hit in response.results[1:])

@@ -74,7 +74,7 @@ def test_dates_and_empty_form_fields(story):
         ({"query": "renewal", "entities": "bug,epic"}, "entities: input should be 'product', 'feature'"),
         ({"query": "renewal", "colour": "red"}, "unknown parameter 'colour'; the parameters are: query, mode"),
         ({"query": "renewal", "created_after": "last week"}, "created_after: input should be a valid datetime"),
-        ({"query": "renewal", "sort": ["recent", "relevant"]}, "sort: give one value, not 2"),
+        ({"query": "renewal", "sort": ["recent", "relevant"]}, "sort: give one value, not a list of 2"),
         ({}, "query: required; send query=..."),
     ],
 )

@@ -71,7 +71,9 @@ class Command(BaseCommand):
             worker = Supervisor(EMBEDDING_WORKER, command)
             worker.start()
         try:
-            call_command("runserver", addrport, use_reloader=False)
+            # insecure_serving: static files from the app folders with DEBUG off
+            # too (runserver serves them only in debug mode otherwise).
+            call_command("runserver", addrport, use_reloader=False, insecure_serving=True)
         finally:
             if worker is not None:
                 worker.stop()

@@ -1,0 +1,188 @@
+"""Hostile input gets a clear 4xx, never a server error (the access and hardening issue, part 2)."""
+
+import json
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from backlog.services import import_records
+from search import service
+from search.contract import SearchError
+
+from .conftest import jsonl
+from .test_api import client_with_token
+
+
+@pytest.fixture
+def story(tramline):
+    """conftest's Tramline: BUG-12, the renewal bug, and its test and feature."""
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
+
+
+@pytest.fixture
+def reader(bob):
+    return client_with_token(bob)
+
+
+@pytest.fixture
+def curator(django_user_model):
+    alice = django_user_model.objects.create_user("alice", password="a-long-passphrase")
+    alice.user_permissions.set(Permission.objects.filter(content_type__app_label="backlog"))
+    return client_with_token(alice)
+
+
+# -- the service: what MCP tool arguments and REST parameters reach ---------------------------
+
+
+@pytest.mark.parametrize(
+    "operation, params, named",
+    [
+        ("search", {"query": "renewal", "entities": [1]}, "entities"),
+        ("search", {"query": "renewal", "products": [3.5]}, "products"),
+        ("search", {"query": "renewal", "mode": []}, "mode"),
+        ("search", {"query": "renewal", "mode": ["hybrid", "keyword"]}, "mode"),
+        ("search", {"query": "renewal", "limit": {"x": 1}}, "limit"),
+        ("get", {"keys": [1, None]}, "keys"),
+        ("timeline", {"key": "BUG-12", "before": []}, "before"),
+        ("similar", {"key": []}, "key"),
+        ("similar", {"key": {"a": 1}}, "key"),
+        ("search", {"query": "renewal", "created_after": "0001-01-01T00:00:00+05:00"}, "created_after"),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_a_search_error_naming_them(story, operation, params, named):
+    with pytest.raises(SearchError) as raised:
+        service.call(operation, params)
+    assert str(raised.value).startswith(f"{named}")
+
+
+def test_null_means_not_given(story):
+    with_nulls = service.call("search", {"query": "renewal", "status": None, "entities": None, "cursor": None})
+    assert with_nulls == service.call("search", {"query": "renewal"})
+    with pytest.raises(SearchError, match="query: required"):
+        service.call("search", {"query": None})
+
+
+@pytest.mark.parametrize("offset", ["+18:18", "-23:59", "+15:59"])
+def test_any_iso_offset_is_the_same_instant_in_utc(story, offset):
+    """PostgreSQL takes offsets up to ±15:59; ISO 8601 up to ±23:59."""
+    hours, minutes = int(offset[1:3]), int(offset[4:])
+    sign = 1 if offset[0] == "+" else -1
+    local = f"2026-02-01T{10 + 0:02d}:00:00{offset}"
+    shifted = service.call("search", {"query": "renewal", "created_after": local, "mode": "keyword"})
+    from datetime import UTC, datetime, timedelta
+
+    utc = datetime(2026, 2, 1, 10, tzinfo=UTC) - sign * timedelta(hours=hours, minutes=minutes)
+    same = service.call("search", {"query": "renewal", "created_after": utc.isoformat(), "mode": "keyword"})
+    assert [hit["key"] for hit in shifted["results"]] == [hit["key"] for hit in same["results"]]
+
+
+# -- REST ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url, status",
+    [
+        ("/api/search?query=renewal&created_after=2024-01-01T00:00:00%2B18:18", 200),
+        ("/api/bugs?created_after=2024-01-01T00:00:00%2B18:18", 200),
+        ("/api/search?query=renewal&updated_before=0001-01-01T00:00:00%2B05:00", 400),
+        ("/api/bugs?updated_before=0001-01-01T00:00:00%2B05:00", 400),
+    ],
+)
+def test_far_offsets_in_rest_filters_answer_cleanly(story, reader, url, status):
+    response = reader.get(url)
+    assert response.status_code == status, response.content[:300]
+    if status == 400:
+        assert "updated_before" in response.json()["error"]["message"]
+    else:
+        assert response.json()["results"]
+
+
+@pytest.mark.parametrize("key", ["X", "Y", "é", "%", "BUG-1%20OR%201=1"])
+def test_short_and_odd_keys_are_404_json(story, reader, key):
+    for url in (f"/api/similar/{key}", f"/api/timeline/{key}"):
+        response = reader.get(url)
+        assert response.status_code == 404, (url, response.content[:300])
+        assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_record_keyed_with_one_letter_has_a_page_and_neighbours(story, reader, bob):
+    report = import_records(
+        jsonl(
+            {"kind": "bug", "key": "Y", "product": "PRD-1", "title": "Renewal spinner on the pass screen"}
+        ).splitlines()
+    )
+    assert report.written, report.problems
+    assert reader.get("/api/similar/Y").status_code == 200
+    assert reader.get("/api/timeline/Y").status_code == 200
+    bob.is_staff = True
+    bob.save()
+    browser = Client()
+    browser.force_login(bob)
+    page = browser.get("/records/Y/")
+    assert page.status_code == 200 and b"Renewal spinner on the pass screen" in page.content
+
+
+def test_a_body_over_the_limit_is_413_json(story, curator, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = json.dumps({"key": "BUG-900", "product": "PRD-1", "title": "x" * 2000})
+    response = curator.post("/api/bugs", body, content_type="application/json")
+    assert response.status_code == 413, response.content[:300]
+    assert response.json()["error"]["code"] == "too_large"
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in response.json()["error"]["message"]
+
+
+def test_a_delete_without_a_token_or_csrf_is_json(story):
+    browser = Client(enforce_csrf_checks=True)
+    response = browser.delete("/api/bugs/BUG-12")
+    assert response.status_code in (401, 403)
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    assert "error" in response.json()
+
+
+# -- the embedder may fail; search may not --------------------------------------------------------
+
+
+@pytest.fixture
+def embedded_story(story):
+    from search.indexing import embed_pending
+
+    assert embed_pending() > 0
+
+
+@pytest.mark.parametrize(
+    "broken, named, similar_mode",
+    [
+        ({"EMBEDDING_PROVIDER": "bogus"}, "EMBEDDING_PROVIDER", "keyword"),
+        # similar compares stored vectors: it needs no model to run
+        ({"EMBEDDING_MODEL_CACHE": "/dev/null/models"}, "provider failed", "hybrid"),
+    ],
+)
+def test_a_broken_embedder_leaves_keyword_whole_and_hybrid_says_it_fell_back(
+    embedded_story, reader, settings, broken, named, similar_mode
+):
+    keyword = reader.get("/api/search?query=renewal&mode=keyword").json()
+    for name, value in broken.items():
+        setattr(settings, name, value)
+    still = reader.get("/api/search?query=renewal&mode=keyword").json()
+    assert {**still, "index": None} == {**keyword, "index": None}  # the index's health says what changed
+    assert "degraded" not in still
+    hybrid = reader.get("/api/search?query=renewal")
+    assert hybrid.status_code == 200
+    body = hybrid.json()
+    assert body["mode"] == "keyword" and named in body["degraded"]["semantic"]
+    assert [hit["key"] for hit in body["results"]] == [hit["key"] for hit in keyword["results"]]
+    semantic = reader.get("/api/search?query=renewal&mode=semantic")
+    assert semantic.status_code == 503 and semantic["Retry-After"]
+    assert semantic.json()["error"]["code"] == "semantic_unavailable"
+    similar = reader.get("/api/similar/BUG-12").json()
+    assert similar["mode"] == similar_mode and ("degraded" in similar) == (similar_mode == "keyword")
+
+
+def test_hybrid_before_any_embedding_says_why_it_answered_by_keyword(story, reader):
+    body = reader.get("/api/search?query=renewal").json()
+    assert body["mode"] == "keyword" and "manage.py embed" in body["degraded"]["semantic"]
