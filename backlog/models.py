@@ -137,6 +137,22 @@ class Feature(NamedRecord):
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="features")
     acceptance_criteria = models.TextField(blank=True)
 
+    def clean(self):
+        """A feature with tests or bugs stays in its product: moving it alone
+        would leave them pointing across products (the rule import keeps, as
+        every record's feature is inside the record's product)."""
+        super().clean()
+        if self.pk is None or not self.product_id:
+            return
+        stored = Feature.objects.filter(pk=self.pk).values_list("product_id", "product__key").first()
+        if stored and stored[0] != self.product_id and (self.tests.exists() or self.bugs.exists()):
+            raise ValidationError(
+                {
+                    "product": f"{self.key} has tests or bugs in {stored[1]}; move or detach them first, "
+                    "or add a new feature to the other product."
+                }
+            )
+
 
 class QATest(Record):
     """A test case. Not called `Test` so that pytest never collects it."""

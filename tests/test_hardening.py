@@ -186,3 +186,20 @@ def test_a_broken_embedder_leaves_keyword_whole_and_hybrid_says_it_fell_back(
 def test_hybrid_before_any_embedding_says_why_it_answered_by_keyword(story, reader):
     body = reader.get("/api/search?query=renewal").json()
     assert body["mode"] == "keyword" and "manage.py embed" in body["degraded"]["semantic"]
+
+
+# -- integrity ---------------------------------------------------------------------------------
+
+
+def test_a_feature_with_bugs_cannot_move_to_another_product(story, curator):
+    from backlog.models import Bug, Feature, Product
+
+    Product.objects.create(key="PRD-9", name="Other product")
+    response = curator.patch("/api/features/FEAT-7", {"product": "PRD-9"}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert "FEAT-7 has tests or bugs in PRD-1" in response.json()["error"]["message"]
+    assert Feature.objects.get(key="FEAT-7").product.key == "PRD-1"
+    assert Bug.objects.get(key="BUG-12").feature.product.key == Bug.objects.get(key="BUG-12").product.key
+    # A feature with nothing under it may move.
+    Feature.objects.create(key="FEAT-8", name="Lonely", product=Product.objects.get(key="PRD-1"))
+    assert curator.patch("/api/features/FEAT-8", {"product": "PRD-9"}, format="json").status_code == 200
