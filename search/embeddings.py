@@ -188,9 +188,18 @@ def active_model_id() -> str | None:
     current vectors apart, and must not fail for the embedder."""
     try:
         return get_provider().model_id
+    except EmbeddingError:
+        return None  # unavailable_reason says why, where a search reports it
+
+
+def unavailable_reason() -> str | None:
+    """Why no embedding model can run (logged), or None when one can."""
+    try:
+        get_provider()
     except EmbeddingError as exc:
         logger.warning("No embedding provider: %s", exc)
-        return None
+        return f"no embedding model can run: {exc}"
+    return None
 
 
 def reset_provider() -> None:

@@ -30,7 +30,7 @@ from .contract import (
     SemanticUnavailable,
     SimilarRequest,
 )
-from .embeddings import EmbeddingError, active_model_id, get_provider
+from .embeddings import EmbeddingError, active_model_id, unavailable_reason
 from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .rows import ArmResult
@@ -72,7 +72,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     health = index_health()
     mode, degraded = request.mode, None
     if mode != "keyword" and health.embedded == 0:
-        why = _no_model() or "no record has an embedding of the active model yet (run `manage.py embed`)"
+        why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
         if mode == "semantic":
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
@@ -180,7 +180,7 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     mode, degraded = request.mode, None
     active = active_model_id()
     if mode != "keyword" and not (vector_text is not None and model_id == active):
-        why = _no_model() or f"{request.key} has no current embedding yet (run `manage.py embed`)"
+        why = unavailable_reason() or f"{request.key} has no current embedding yet (run `manage.py embed`)"
         if mode == "semantic":
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
@@ -198,15 +198,6 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True, degraded=degraded
     )
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
-
-
-def _no_model() -> str | None:
-    """Why no embedding model can run, or None when one can."""
-    try:
-        get_provider()
-    except EmbeddingError as exc:
-        return f"no embedding model can run: {exc}"
-    return None
 
 
 def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:

@@ -106,11 +106,13 @@ _lock = threading.Lock()
 
 
 def get_reranker() -> Reranker | None:
+    """The configured reranker (None: off), built once; every search asks."""
     global _reranker, _built
-    with _lock:
-        if not _built:
-            _reranker, _built = build_reranker(), True
-        return _reranker
+    if not _built:
+        with _lock:
+            if not _built:
+                _reranker, _built = build_reranker(), True
+    return _reranker
 
 
 def _forget(*, setting: str, **_) -> None:
@@ -130,22 +132,18 @@ def apply(candidates: dict[int, Candidate], query: str, pinned: int | None = Non
     no reranker is configured or it fails."""
     try:
         reranker = get_reranker()
-    except RerankError as exc:
-        logger.warning("Reranking skipped, the fused order stands: %s", exc)
-        return
-    if reranker is None or not candidates:
-        return
-    ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
-    top = [c for c in ordered if c.id != pinned][: settings.SEARCH_RERANK_DEPTH]
-    texts = _texts([c.id for c in top])
-    present = [c for c in top if c.id in texts]
-    try:
+        if reranker is None or not candidates:
+            return  # off (the default): no work on the search's path
+        ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
+        top = [c for c in ordered if c.id != pinned][: settings.SEARCH_RERANK_DEPTH]
+        texts = _texts([c.id for c in top])
+        present = [c for c in top if c.id in texts]
         scores = reranker.rerank(query, [texts[c.id] for c in present])
     except RerankError as exc:
         logger.warning("Reranking skipped, the fused order stands: %s", exc)
         return
-    rest = [c.score for c in ordered if c not in present and c.id != pinned]
-    floor = max(rest, default=0.0)
+    read = {c.id for c in present} | {pinned}
+    floor = max((c.score for c in ordered if c.id not in read), default=0.0)
     reordered = sorted(zip(present, scores, strict=True), key=lambda pair: (-pair[1], pair[0].id))
     for position, (candidate, score) in enumerate(reordered):
         candidate.boosts["rerank"] = round(score, 6)

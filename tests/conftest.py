@@ -12,11 +12,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import psutil
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from backlog.services import import_records
 
@@ -155,3 +160,80 @@ def pgdata(tmp_path):
         with contextlib.suppress(psutil.NoSuchProcess, ValueError):
             # SIGINT: PostgreSQL's fast shutdown, which does not wait for clients.
             psutil.Process(int(pid_file.read_text().split()[0])).send_signal(signal.SIGINT)
+
+
+# -- the people of the API tests --------------------------------------------------------------
+# Alice curates records (she may add, change and delete them and import
+# files); Bob reads (an account and nothing more); an anonymous caller has
+# neither token nor session.
+
+
+def client_with_token(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def alice(django_user_model):
+    user = django_user_model.objects.create_user("alice", password="a-long-passphrase")
+    user.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="backlog",
+            codename__regex=r"^(add|change|delete|view)_(product|feature|qatest|bug)$",
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
+
+
+@pytest.fixture
+def curator(alice):
+    return client_with_token(alice)
+
+
+@pytest.fixture
+def reader(bob):
+    return client_with_token(bob)
+
+
+@pytest.fixture
+def anonymous():
+    return APIClient()
+
+
+# -- stand-ins for hosted services, on 127.0.0.1 ------------------------------------------------
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A quiet request handler whose replies survive a client that gave up."""
+
+    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+            pass
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+
+@contextlib.contextmanager
+def serving(server, monkeypatch):
+    """`server` answering in a thread of its own, reached directly (no proxy)."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

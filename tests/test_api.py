@@ -13,7 +13,6 @@ import io
 from urllib.parse import urlencode
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connection
 from django.http import QueryDict
 from django.urls import reverse
@@ -27,7 +26,7 @@ from backlog.services import DATABASE_REFUSED, import_records
 from search import service
 from search.contract import SearchError
 
-from .conftest import VAT_BUG, jsonl
+from .conftest import VAT_BUG, client_with_token, jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -73,44 +72,6 @@ MORE = [
 def story(tramline):
     report = import_records(jsonl(*MORE).splitlines())
     assert report.written and not report.problems, report.problems
-
-
-def client_with_token(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@pytest.fixture
-def alice(django_user_model):
-    user = django_user_model.objects.create_user("alice", password="a-long-passphrase")
-    user.user_permissions.set(
-        Permission.objects.filter(
-            content_type__app_label="backlog",
-            codename__regex=r"^(add|change|delete|view)_(product|feature|qatest|bug)$",
-        )
-    )
-    return user
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
-
-
-@pytest.fixture
-def curator(alice):
-    return client_with_token(alice)
-
-
-@pytest.fixture
-def reader(bob):
-    return client_with_token(bob)
-
-
-@pytest.fixture
-def anonymous():
-    return APIClient()
 
 
 def keys(body: dict) -> list[str]:

@@ -9,7 +9,7 @@ import random
 import threading
 import time
 import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -26,6 +26,8 @@ from search.embeddings import (
 )
 from search.hosted_model import OpenAIEmbeddingProvider
 from search.local_model import LocalEmbeddingProvider
+
+from .conftest import JSONHandler, serving
 
 RENEWAL_BUG = "Renewal button does nothing on Android 14: tapping Renew shows a spinner, the payment sheet never opens"
 PRINTER_BUG = "Receipt printer prints garbled characters after the driver update"
@@ -345,7 +347,7 @@ class FakeEmbeddingsServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
-class FakeEmbeddingsHandler(BaseHTTPRequestHandler):
+class FakeEmbeddingsHandler(JSONHandler):
     server: FakeEmbeddingsServer
 
     def do_POST(self):
@@ -368,30 +370,11 @@ class FakeEmbeddingsHandler(BaseHTTPRequestHandler):
         payload = {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1}}
         self.reply(200, json.dumps(payload).encode())
 
-    def reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
-            pass
-
-    def log_message(self, *args):  # keep test output clean
-        pass
-
 
 @pytest.fixture
 def server(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):  # talk to 127.0.0.1 directly
-        monkeypatch.delenv(name, raising=False)
-    fake = FakeEmbeddingsServer()
-    thread = threading.Thread(target=fake.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    fake.shutdown()
-    fake.server_close()
+    with serving(FakeEmbeddingsServer(), monkeypatch) as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from search import service
 from search.contract import SearchError
 
-from .test_hardening import client_with_token
+from .conftest import client_with_token
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from backlog.services import import_records
@@ -11,30 +10,6 @@ from search import service
 from search.contract import SearchError
 
 from .conftest import jsonl
-from .test_api import client_with_token
-
-
-@pytest.fixture
-def story(tramline):
-    """conftest's Tramline: BUG-12, the renewal bug, and its test and feature."""
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
-
-
-@pytest.fixture
-def reader(bob):
-    return client_with_token(bob)
-
-
-@pytest.fixture
-def curator(django_user_model):
-    alice = django_user_model.objects.create_user("alice", password="a-long-passphrase")
-    alice.user_permissions.set(Permission.objects.filter(content_type__app_label="backlog"))
-    return client_with_token(alice)
-
 
 # -- the service: what MCP tool arguments and REST parameters reach ---------------------------
 
@@ -54,13 +29,13 @@ def curator(django_user_model):
         ("search", {"query": "renewal", "created_after": "0001-01-01T00:00:00+05:00"}, "created_after"),
     ],
 )
-def test_arguments_of_the_wrong_type_are_a_search_error_naming_them(story, operation, params, named):
+def test_arguments_of_the_wrong_type_are_a_search_error_naming_them(tramline, operation, params, named):
     with pytest.raises(SearchError) as raised:
         service.call(operation, params)
     assert str(raised.value).startswith(f"{named}")
 
 
-def test_null_means_not_given(story):
+def test_null_means_not_given(tramline):
     with_nulls = service.call("search", {"query": "renewal", "status": None, "entities": None, "cursor": None})
     assert with_nulls == service.call("search", {"query": "renewal"})
     with pytest.raises(SearchError, match="query: required"):
@@ -68,7 +43,7 @@ def test_null_means_not_given(story):
 
 
 @pytest.mark.parametrize("offset", ["+18:18", "-23:59", "+15:59"])
-def test_any_iso_offset_is_the_same_instant_in_utc(story, offset):
+def test_any_iso_offset_is_the_same_instant_in_utc(tramline, offset):
     """PostgreSQL takes offsets up to ±15:59; ISO 8601 up to ±23:59."""
     hours, minutes = int(offset[1:3]), int(offset[4:])
     sign = 1 if offset[0] == "+" else -1
@@ -93,7 +68,7 @@ def test_any_iso_offset_is_the_same_instant_in_utc(story, offset):
         ("/api/bugs?updated_before=0001-01-01T00:00:00%2B05:00", 400),
     ],
 )
-def test_far_offsets_in_rest_filters_answer_cleanly(story, reader, url, status):
+def test_far_offsets_in_rest_filters_answer_cleanly(tramline, reader, url, status):
     response = reader.get(url)
     assert response.status_code == status, response.content[:300]
     if status == 400:
@@ -103,14 +78,14 @@ def test_far_offsets_in_rest_filters_answer_cleanly(story, reader, url, status):
 
 
 @pytest.mark.parametrize("key", ["X", "Y", "é", "%", "BUG-1%20OR%201=1"])
-def test_short_and_odd_keys_are_404_json(story, reader, key):
+def test_short_and_odd_keys_are_404_json(tramline, reader, key):
     for url in (f"/api/similar/{key}", f"/api/timeline/{key}"):
         response = reader.get(url)
         assert response.status_code == 404, (url, response.content[:300])
         assert response.json()["error"]["code"] == "not_found"
 
 
-def test_a_record_keyed_with_one_letter_has_a_page_and_neighbours(story, reader, bob):
+def test_a_record_keyed_with_one_letter_has_a_page_and_neighbours(tramline, reader, bob):
     report = import_records(
         jsonl(
             {"kind": "bug", "key": "Y", "product": "PRD-1", "title": "Renewal spinner on the pass screen"}
@@ -127,7 +102,7 @@ def test_a_record_keyed_with_one_letter_has_a_page_and_neighbours(story, reader,
     assert page.status_code == 200 and b"Renewal spinner on the pass screen" in page.content
 
 
-def test_a_body_over_the_limit_is_413_json(story, curator, settings):
+def test_a_body_over_the_limit_is_413_json(tramline, curator, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     body = json.dumps({"key": "BUG-900", "product": "PRD-1", "title": "x" * 2000})
     response = curator.post("/api/bugs", body, content_type="application/json")
@@ -136,7 +111,7 @@ def test_a_body_over_the_limit_is_413_json(story, curator, settings):
     assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in response.json()["error"]["message"]
 
 
-def test_a_delete_without_a_token_or_csrf_is_json(story):
+def test_a_delete_without_a_token_or_csrf_is_json(tramline):
     browser = Client(enforce_csrf_checks=True)
     response = browser.delete("/api/bugs/BUG-12")
     assert response.status_code in (401, 403)
@@ -148,7 +123,7 @@ def test_a_delete_without_a_token_or_csrf_is_json(story):
 
 
 @pytest.fixture
-def embedded_story(story):
+def embedded_story(tramline):
     from search.indexing import embed_pending
 
     assert embed_pending() > 0
@@ -183,7 +158,7 @@ def test_a_broken_embedder_leaves_keyword_whole_and_hybrid_says_it_fell_back(
     assert similar["mode"] == similar_mode and ("degraded" in similar) == (similar_mode == "keyword")
 
 
-def test_hybrid_before_any_embedding_says_why_it_answered_by_keyword(story, reader):
+def test_hybrid_before_any_embedding_says_why_it_answered_by_keyword(tramline, reader):
     body = reader.get("/api/search?query=renewal").json()
     assert body["mode"] == "keyword" and "manage.py embed" in body["degraded"]["semantic"]
 
@@ -191,7 +166,7 @@ def test_hybrid_before_any_embedding_says_why_it_answered_by_keyword(story, read
 # -- integrity ---------------------------------------------------------------------------------
 
 
-def test_a_feature_with_bugs_cannot_move_to_another_product(story, curator):
+def test_a_feature_with_bugs_cannot_move_to_another_product(tramline, curator):
     from backlog.models import Bug, Feature, Product
 
     Product.objects.create(key="PRD-9", name="Other product")

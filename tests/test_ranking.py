@@ -2,8 +2,7 @@
 
 import json
 import logging
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
+from http.server import ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from search.embeddings import get_provider
 from search.engine import search
 from search.indexing import embed_pending
 
-from .conftest import jsonl
+from .conftest import JSONHandler, jsonl, serving
 from .test_search import CORPUS
 
 
@@ -67,7 +66,7 @@ class RerankServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
-class RerankHandler(BaseHTTPRequestHandler):
+class RerankHandler(JSONHandler):
     server: RerankServer
 
     def do_POST(self):
@@ -84,27 +83,15 @@ class RerankHandler(BaseHTTPRequestHandler):
         results = [{"index": i, "relevance_score": float(s)} for i, s in enumerate(scores)]
         self.reply(200, json.dumps({"results": sorted(results, key=lambda r: -r["relevance_score"])}).encode())
 
-    def reply(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
-def reranker(settings):
-    server = RerankServer()
-    Thread(target=server.serve_forever, daemon=True).start()
-    settings.SEARCH_RERANKER = "hosted"
-    settings.SEARCH_RERANK_API_URL = server.url
-    settings.SEARCH_RERANK_API_KEY = "sk-test"
-    settings.SEARCH_RERANK_DEPTH = 4
-    yield server
-    server.shutdown()
+def reranker(settings, monkeypatch):
+    with serving(RerankServer(), monkeypatch) as server:
+        settings.SEARCH_RERANKER = "hosted"
+        settings.SEARCH_RERANK_API_URL = server.url
+        settings.SEARCH_RERANK_API_KEY = "sk-test"
+        settings.SEARCH_RERANK_DEPTH = 4
+        yield server
 
 
 def test_the_reranker_orders_the_fused_top_and_shows_its_scores(embedded, settings, reranker):
