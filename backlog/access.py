@@ -1,28 +1,45 @@
-"""Which records a user may see: the one access rule, and the two forms every reader takes it in.
+"""Who may see and change which records: the one access rule, and the forms every reader takes it in.
 
-The rule is `visible_product_ids`: a user sees the records of some products,
-or of all of them. Readers of records never decide this themselves; they
-take it as a queryset filter (`visible`, for the ORM: the REST record
-endpoints, the staff UI) or as SQL over the search index
-(`search.scope.access_scope`: search and similar; `get` and `timeline`
-use `visible` on the search index). Both are
-built from `visible_product_ids`, so a rule written there restricts every
-surface at once. The rule only removes rows, never adds them.
+The rule (`visible_product_ids`): a user sees and changes the records of the
+products of their teams. A team is a Django group named in `Product.teams`;
+superusers and holders of the `backlog.access_all_products` permission see
+every product, and so does a call made on nobody's behalf (a management
+command run by the operator). An inactive or anonymous user sees nothing.
+
+Readers of records never decide this themselves; they take the rule as a
+queryset filter (`visible`: the REST record endpoints, the staff UI, the
+admin, import) or as SQL over the search index (`search.scope.access_scope`:
+search, similar and the statistics their scores use). Both are built from
+`visible_product_ids`, so the rule written here restricts every surface at
+once. It only removes rows, never adds them.
 """
 
 from django.db.models import QuerySet
 
 from .models import Product
 
+ALL_PRODUCTS = "backlog.access_all_products"
+
+
+def sees_all_products(user) -> bool:
+    """Whether `user` (None: the operator) sees every product, those to come included."""
+    if user is None:
+        return True
+    return bool(user.is_active and (user.is_superuser or user.has_perm(ALL_PRODUCTS)))
+
 
 def visible_product_ids(user) -> list[int] | None:
-    """Ids of the products whose records `user` may see; None: all of them.
+    """Ids of the products whose records `user` may see and change; None: all of them.
 
-    Everyone sees everything today. A product-membership rule (a user sees
-    the products of their teams, say) goes here and nowhere else; `user` may
-    be None (a management command, or a call made on nobody's behalf).
+    Read afresh on every call (one indexed query): a user taken off a team
+    loses the team's products on their next request, even in a long-lived
+    MCP session.
     """
-    return None
+    if sees_all_products(user):
+        return None
+    if not (user.is_authenticated and user.is_active):
+        return []
+    return list(Product.objects.filter(teams__user=user).values_list("id", flat=True).distinct().order_by("id"))
 
 
 def visible(queryset: QuerySet, user) -> QuerySet:

@@ -128,7 +128,21 @@ class NamedRecord(Record):
 
 
 class Product(NamedRecord):
+    """A product, and the teams that work on it (backlog.access: a user sees and
+    changes the records of their teams' products). A team is a Django group,
+    so the admin's user page already says who is on which team."""
+
     KIND = "product"
+
+    teams = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="products",
+        help_text="Members of these groups see and change this product's records.",
+    )
+
+    class Meta(NamedRecord.Meta):
+        permissions = [("access_all_products", "Can see and change the records of every product")]
 
 
 class Feature(NamedRecord):

@@ -69,7 +69,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         parsed = parse(request.query, request.match_mode)
     except QuerySyntaxError as exc:
         raise SearchError(f"query: {exc}") from exc
-    health = index_health()
+    health = index_health(scope.products)
     mode, degraded = request.mode, None
     if mode != "keyword" and health.embedded == 0:
         why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
@@ -176,7 +176,7 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     doc_id, title, body, vector_text, model_id = row
     scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=doc_id)
     depth = settings.SEARCH_ARM_DEPTH
-    health = index_health()
+    health = index_health(scope.products)
     mode, degraded = request.mode, None
     active = active_model_id()
     if mode != "keyword" and not (vector_text is not None and model_id == active):
@@ -186,7 +186,7 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         mode, degraded = "keyword", {"semantic": why}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword"):
-        parsed, stats = _more_like_this(title, body)
+        parsed, stats = _more_like_this(title, body, scope.products)
         keyword_result = keyword.arm(parsed, scope, depth, stats) if parsed.terms else None
     if mode in ("hybrid", "semantic"):
         vector = json.loads(vector_text)
@@ -200,7 +200,9 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 
 
-def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
+def _more_like_this(
+    title: str, body: str, products: tuple[int, ...] | None
+) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
     """The record's title words plus its most telling body words, as one OR query.
 
     Telling: the rarest body words that at least one other record shares (a
@@ -212,7 +214,7 @@ def _more_like_this(title: str, body: str) -> tuple[ParsedQuery, tuple[float, di
     body_terms = {
         t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
     }
-    n, df = statistics.document_frequencies([*title_terms, *body_terms])
+    n, df = statistics.document_frequencies([*title_terms, *body_terms], products)
     shared = sorted((q for q in body_terms if df[q] >= 2), key=lambda q: df[q])
     chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:MORE_LIKE_THIS_BODY_TERMS]]
     return ParsedQuery(text=title, groups=[chosen]), (n, df)

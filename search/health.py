@@ -19,16 +19,19 @@ from .worker import HEARTBEAT_SECONDS
 logger = logging.getLogger(__name__)
 
 EMBEDDING_WORKER = "embed"  # the Worker row `serve`'s supervisor keeps
-# (database, model) -> (when counted, IndexHealth); the keys being refreshed.
-_health_cache: dict[tuple[str, str], tuple[float, IndexHealth]] = {}
-_health_refreshing: set[tuple[str, str]] = set()
+# (database, model, products) -> (when counted, IndexHealth); the keys being refreshed.
+HealthKey = tuple[str, str | None, tuple[int, ...] | None]
+_health_cache: dict[HealthKey, tuple[float, IndexHealth]] = {}
+_health_refreshing: set[HealthKey] = set()
 _health_lock = threading.Lock()
 HEALTH_TTL_SECONDS = 5.0
 LARGE_INDEX = 10_000
 
 
-def index_health() -> IndexHealth:
-    """How complete the vector index is for the active model.
+def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
+    """How complete the vector index is for the active model: over the
+    records of `products` when given (a user who sees only those: no figure
+    counts a record they cannot see), else over all records.
 
     Counting is a scan of the whole index table (about 50 ms at 100,000
     records). Up to LARGE_INDEX documents every call counts. Above it a
@@ -37,24 +40,25 @@ def index_health() -> IndexHealth:
     search waits for the scan, and the figure may lag the embedding worker
     by a few seconds.
     """
-    key = (connection.settings_dict["NAME"], active_model_id())
+    key = (connection.settings_dict["NAME"], active_model_id(), products)
     cached = _health_cache.get(key)
     if cached:
         if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:
             _recount_in_background(key)
         return cached[1]
-    health = _count_health(key[1])
+    health = _count_health(key[1], products)
     if health.documents > LARGE_INDEX:
         _health_cache[key] = (time.monotonic(), health)
     return health
 
 
-def _count_health(model_id: str) -> IndexHealth:
+def _count_health(model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:
+    within = "" if products is None else "WHERE product_id = ANY(%(products)s)"
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE embedding_model = %s AND embedding_hash = content_hash) "
-            "FROM search_document",
-            [model_id],
+            "SELECT count(*), count(*) FILTER (WHERE embedding_model = %(model)s AND embedding_hash = content_hash) "
+            f"FROM search_document {within}",
+            {"model": model_id, "products": list(products or ())},
         )
         documents, embedded = cursor.fetchone()
     return IndexHealth(
@@ -86,7 +90,7 @@ def worker_health(backlog: int) -> WorkerHealth | None:
     )
 
 
-def _recount_in_background(key: tuple[str, str]) -> None:
+def _recount_in_background(key: HealthKey) -> None:
     with _health_lock:
         if key in _health_refreshing:
             return
@@ -97,7 +101,7 @@ def _recount_in_background(key: tuple[str, str]) -> None:
             if connection.settings_dict["NAME"] != key[0]:  # not this process's database: count on the next call
                 _health_cache.pop(key, None)
                 return
-            _health_cache[key] = (time.monotonic(), _count_health(key[1]))
+            _health_cache[key] = (time.monotonic(), _count_health(key[1], key[2]))
         except Exception:  # the last figure stays; the next search tries again
             logger.warning("Counting the embedded records failed", exc_info=True)
         finally:

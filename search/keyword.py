@@ -219,10 +219,10 @@ def _recent_candidates(plan: Plan, scope: Scope, depth: int, matches: float):
     others: about M times the months' share); a walk down the updated_at
     index (R * N / M); a bitmap over every match (M). Filters can leave the
     months short of R matches: then the other two decide."""
-    n, _ = statistics.corpus()
+    n, _ = statistics.corpus(scope.products)
     recent = settings.SEARCH_RECENT_CANDIDATES
     walk = recent * n / max(matches, 1)
-    chosen = statistics.recent_months(2 * recent / max(matches, 1))
+    chosen = statistics.recent_months(2 * recent / max(matches, 1), scope.products)
     if chosen and chosen[1] * matches < min(walk, matches):
         months = {"month_prefix": statistics.MONTH_PREFIX, "since": chosen[0]}
         source = Source(f"d.search_markers @@ {statistics.MONTHS_SINCE_SQL} AND", months, BITMAP)

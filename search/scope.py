@@ -19,10 +19,16 @@ class Scope:
     params: dict = field(default_factory=dict)  # every name starts with "scope_"
     # No filter and no access rule: corpus-wide statistics may decide for it.
     everything: bool = True
+    # The products the user may see (None: all). The keyword arm's statistics
+    # (N, document frequencies) are counted over them, so that no score,
+    # order or plan depends on records the user cannot see.
+    products: tuple[int, ...] | None = None
 
     def narrowed(self, condition: str, **params) -> "Scope":
         """This scope and `condition` (its parameters named scope_*)."""
-        return Scope(f"({self.where}) AND ({condition})", {**self.params, **params}, everything=False)
+        return Scope(
+            f"({self.where}) AND ({condition})", {**self.params, **params}, everything=False, products=self.products
+        )
 
 
 def access_scope(user) -> Scope:
@@ -31,7 +37,12 @@ def access_scope(user) -> Scope:
     product_ids = access.visible_product_ids(user)
     if product_ids is None:
         return Scope()
-    return Scope("d.product_id = ANY(%(scope_access)s)", {"scope_access": list(product_ids)}, everything=False)
+    return Scope(
+        "d.product_id = ANY(%(scope_access)s)",
+        {"scope_access": list(product_ids)},
+        everything=False,
+        products=tuple(product_ids),
+    )
 
 
 # (request field, condition over d): each list filter keeps rows whose column is one of the values.

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from . import engine, records
 from .contract import GetRequest, IndexHealth, SearchError, SearchRequest, SimilarRequest, TimelineRequest
 from .health import index_health
+from .scope import access_scope
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,10 @@ def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
     return chosen.run(parse(chosen.request, params), user).model_dump(mode="json")
 
 
-def health() -> IndexHealth:
-    """The index's health, as every search response carries it (the dashboard, `serve`)."""
-    return index_health()
+def health(user=None) -> IndexHealth:
+    """The index's health as `user` may see it (None: all records), as every
+    search response carries it (the dashboard, `serve`)."""
+    return index_health(access_scope(user).products)
 
 
 # -- parameters ---------------------------------------------------------------------------

@@ -3,11 +3,17 @@
 Document frequencies of common lexemes come from PostgreSQL's own column
 statistics (pg_stats.most_common_elems, kept by ANALYZE); the rest are rare
 by definition and are counted exactly through the GIN index, capped.
+
+For a user who sees only some products, everything is counted over those
+products' records, never read from the column statistics (which count every
+record): a score, a plan or a spelling correction never depends on records
+the user cannot see. docs/benchmarks.md measures what the counting costs.
 """
 
 import math
 import re
 import time
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import connection
@@ -20,8 +26,13 @@ _stats_cache: dict = {"at": 0.0}
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
-def corpus() -> tuple[float, dict[str, float]]:
-    """(N, lexeme -> fraction of documents) from the planner's statistics."""
+def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
+    """(N, lexeme -> fraction of documents) from the planner's statistics; for
+    some `products` only, (their N counted, no fractions)."""
+    if products is not None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(products)])
+            return float(max(cursor.fetchone()[0], 1)), {}
     if time.monotonic() - _stats_cache["at"] < 30:
         return _stats_cache["n"], _stats_cache["freq"]
     with connection.cursor() as cursor:
@@ -46,14 +57,14 @@ def corpus() -> tuple[float, dict[str, float]]:
     return float(max(reltuples, 1)), freq
 
 
-def recent_months(fraction: float) -> tuple[str, float] | None:
+def recent_months(fraction: float, products: Sequence[int] | None = None) -> tuple[str, float] | None:
     """The newest months of updated_at that together hold at least
     `fraction` of all records, from the column statistics of the month
     tokens (sql.MONTH_PREFIX): the oldest of them (YYYYMM) and the fraction
     they hold. None when that would be most records anyway, or when the
     statistics do not know the months (a small or unanalyzed corpus, cheap
-    to read in full)."""
-    if fraction >= 0.5:
+    to read in full, or the records of some `products` only)."""
+    if fraction >= 0.5 or products is not None:
         return None
     _, freq = corpus()
     months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
@@ -74,11 +85,14 @@ MONTHS_SINCE_SQL = (
 )
 
 
-def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]:
-    """df of each term's tsquery: from the column statistics when PostgreSQL
-    keeps them for its lexeme, else counted (capped: past the cap a term is
-    common, and its idf small and flat anyway)."""
-    n, freq = corpus()
+def document_frequencies(
+    tsqueries: list[str], products: Sequence[int] | None = None
+) -> tuple[float, dict[str, float]]:
+    """N, and the df of each term's tsquery: from the column statistics when
+    PostgreSQL keeps them for its lexeme, else counted (capped: past the cap
+    a term is common, and its idf small and flat anyway). Over the records
+    of `products` when given (None: all)."""
+    n, freq = corpus(products)
     df: dict[str, float] = {}
     to_count = []
     for q in set(tsqueries):
@@ -89,10 +103,12 @@ def document_frequencies(tsqueries: list[str]) -> tuple[float, dict[str, float]]
             to_count.append(q)
     if to_count:
         with connection.cursor() as cursor:
+            within = "" if products is None else "AND product_id = ANY(%(products)s)"
             cursor.execute(
                 "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
-                "WHERE search_vector @@ t.q::tsquery LIMIT %(cap)s) s) FROM unnest(%(queries)s::text[]) AS t(q)",
-                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count},
+                f"WHERE search_vector @@ t.q::tsquery {within} LIMIT %(cap)s) s) "
+                "FROM unnest(%(queries)s::text[]) AS t(q)",
+                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count, "products": list(products or ())},
             )
             df.update({q: float(count) for q, count in cursor.fetchall()})
     return n, df
@@ -104,18 +120,18 @@ def idf(n: float, df: float) -> float:
 
 def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]]:
     """N and the document frequency of each term (the whole tsquery in raw
-    mode), over the whole corpus. Settles whether the last word is also a
+    mode), over the records the user may see (scope.products). Settles whether the last word is also a
     prefix (ParsedQuery.settle_prefix) on the way: a word that fills the
     keyword arm's candidate list by itself is taken as typed. Only without
     filters or access rules: corpus-wide counts say nothing of the records
     in scope, and must not decide what a user who sees fewer gets."""
     if parsed.raw is not None:
-        return document_frequencies([parsed.raw] if parsed.raw else [])
+        return document_frequencies([parsed.raw] if parsed.raw else [], scope.products)
     terms = parsed.terms + parsed.units
-    n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole])
+    n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole], scope.products)
     if scope.everything:
         parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH)
     # A settled word's match changed with it (and a camel-case word's parts).
     if missing := [t.match for t in terms if t.match not in df]:
-        df.update(document_frequencies(missing)[1])
+        df.update(document_frequencies(missing, scope.products)[1])
     return n, df

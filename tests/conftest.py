@@ -168,6 +168,12 @@ def pgdata(tmp_path):
 # neither token nor session.
 
 
+def seeing_all_products(user):
+    """`user`, given every product (backlog.access: the access_all_products permission)."""
+    user.user_permissions.add(Permission.objects.get(codename="access_all_products"))
+    return user
+
+
 def client_with_token(user) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
@@ -180,7 +186,7 @@ def alice(django_user_model):
     user.user_permissions.set(
         Permission.objects.filter(
             content_type__app_label="backlog",
-            codename__regex=r"^(add|change|delete|view)_(product|feature|qatest|bug)$",
+            codename__regex=r"^(add|change|delete|view)_(product|feature|qatest|bug)$|^access_all_products$",
         )
     )
     return user
@@ -188,7 +194,7 @@ def alice(django_user_model):
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="another-long-passphrase")
+    return seeing_all_products(django_user_model.objects.create_user("bob", password="another-long-passphrase"))
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from backlog.services import import_records
 
-from .conftest import TRAMLINE, VAT_BUG, jsonl
+from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
 
 GOLDEN = Path(__file__).parent / "golden"
 MASKED = {"score", "keyword_score", "semantic_score", "feedback_score", "recency", "next_cursor"}
@@ -77,7 +77,7 @@ def client(db, django_user_model):
     report = import_records(jsonl(*CORPUS).splitlines())
     assert report.written and not report.problems, report.problems
     client = APIClient()
-    client.force_authenticate(django_user_model.objects.create_user("reader"))
+    client.force_authenticate(seeing_all_products(django_user_model.objects.create_user("reader")))
     return client
 
 

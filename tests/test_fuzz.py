@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from search import service
 from search.contract import SearchError
 
-from .conftest import client_with_token
+from .conftest import client_with_token, seeing_all_products
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 
@@ -92,7 +92,7 @@ def test_the_service_answers_anything_with_a_result_or_a_search_error(tramline, 
 
 @pytest.fixture
 def reader(django_user_model):
-    return client_with_token(django_user_model.objects.create_user("fuzz", password="a-long-passphrase"))
+    return client_with_token(seeing_all_products(django_user_model.objects.create_user("fuzz", password="a-long-passphrase")))
 
 
 def query_string(params: dict) -> dict:

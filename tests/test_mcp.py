@@ -42,7 +42,7 @@ from mcp_bridge import server
 from search import service
 from search.indexing import embed_pending
 
-from .conftest import TRAMLINE, VAT_BUG, jsonl
+from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL_LIST_BUDGET = 1200  # tokens (cl100k_base) for the whole tools/list answer
@@ -190,7 +190,7 @@ def alice_token(django_db_setup, django_db_blocker):
         report = import_records(jsonl(*TRAMLINE, *LEDGERLY).splitlines())
         assert report.written and not report.problems, report.problems
         embed_pending()
-        alice = get_user_model().objects.create_user("alice", password="renewal-2026")
+        alice = seeing_all_products(get_user_model().objects.create_user("alice", password="renewal-2026"))
         token = Token.objects.create(user=alice)
         database = connection.settings_dict["NAME"]
     yield token.key, database

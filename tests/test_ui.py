@@ -24,7 +24,7 @@ from backlog.services import import_records
 from search import service
 from search.indexing import embed_pending
 
-from .conftest import TRAMLINE, jsonl
+from .conftest import TRAMLINE, jsonl, seeing_all_products
 
 XSS_TITLE = "<img src=x onerror=alert(1)>"
 
@@ -94,12 +94,12 @@ def corpus(db):
 
 @pytest.fixture
 def alice(db):
-    return User.objects.create_user("alice", password="correct horse battery", is_staff=True)
+    return seeing_all_products(User.objects.create_user("alice", password="correct horse battery", is_staff=True))
 
 
 @pytest.fixture
 def bob(db):
-    return User.objects.create_user("bob", password="correct horse battery")
+    return seeing_all_products(User.objects.create_user("bob", password="correct horse battery"))
 
 
 @pytest.fixture

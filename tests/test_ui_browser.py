@@ -30,6 +30,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from search import service
 
+from .conftest import seeing_all_products
 from .test_ui import XSS_TITLE, load_corpus
 
 pytestmark = pytest.mark.slow
@@ -88,12 +89,12 @@ def corpus(transactional_db):
 
 @pytest.fixture
 def alice(transactional_db):
-    return User.objects.create_user("alice", password=PASSWORD, is_staff=True)
+    return seeing_all_products(User.objects.create_user("alice", password=PASSWORD, is_staff=True))
 
 
 @pytest.fixture
 def bob(transactional_db):
-    return User.objects.create_user("bob", password=PASSWORD)
+    return seeing_all_products(User.objects.create_user("bob", password=PASSWORD))
 
 
 def log_in(page, user, live_server):

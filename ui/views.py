@@ -89,7 +89,7 @@ def dashboard(request):
     context = {
         "products": products,
         "totals": totals,
-        "health": index_health(),
+        "health": index_health(request.user),
         "recent_bugs": figures.recent_bugs(request.user),
         "chart": figures.severity_chart(request.user),
     }
