@@ -13,6 +13,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -50,6 +51,10 @@ def exception_handler(exc, context):
             f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the limit for a record "
             "(DATA_UPLOAD_MAX_MEMORY_SIZE). Send many records through POST /api/import as JSON Lines."
         )
+    if isinstance(exc, IntegrityError):
+        # A write raced another one for the same key (the checks before it passed).
+        logger.warning("a write lost a race: %s", exc)
+        exc = Conflict("Another request wrote a record with the same key at the same time; send yours again.")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

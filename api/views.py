@@ -16,7 +16,7 @@ from django.http import Http404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import permissions, status, viewsets
-from rest_framework.exceptions import NotFound, UnsupportedMediaType, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, UnsupportedMediaType, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -86,7 +86,8 @@ class RecordViewSet(viewsets.ModelViewSet):
     permission_classes = [permissions.DjangoModelPermissions]
     filter_backends = [DjangoFilterBackend, filters.StrictOrderingFilter]
     pagination_class = filters.LimitOffsetPagination
-    lookup_field = "key"
+    lookup_field = "key__iexact"  # bug-12 is BUG-12
+    lookup_url_kwarg = "key"
     lookup_value_regex = r"[A-Za-z0-9._-]+"
     ordering = ["key"]
     related: tuple[str, ...] = ()
@@ -138,6 +139,18 @@ class ProductViewSet(RecordViewSet):
     serializer_class = serializers.ProductSerializer
     filterset_class = filters.RecordFilter
     ordering_fields = ["key", "name", "created_at", "updated_at"]
+
+    def create(self, request, *args, **kwargs):
+        # Checked before the body: its key is not even looked at.
+        if not access.sees_all_products(request.user):
+            raise PermissionDenied(NEW_PRODUCTS)
+        return super().create(request, *args, **kwargs)
+
+
+NEW_PRODUCTS = (
+    "Only someone who sees every product (a superuser, or the access_all_products permission) adds products; "
+    "ask them to add the product and put it on your team."
+)
 
 
 @summaries("feature", "features")
@@ -221,7 +234,7 @@ class ImportView(APIView):
         if lines is None:
             raise ValidationError("The body is empty: send one JSON record a line (FORMAT.md).")
 
-        report = import_records(lines, **options.validated_data)
+        report = import_records(lines, user=request.user, **options.validated_data)
         body = serializers.ImportReportSerializer(report).data
         skipped = options.validated_data["skip_invalid"] and (report.written or options.validated_data["dry_run"])
         if report.problems and not skipped:

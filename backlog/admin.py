@@ -1,15 +1,24 @@
-"""The curators' admin: find a record fast, read it comfortably, fix it safely."""
+"""The curators' admin: find a record fast, read it comfortably, fix it safely.
+
+Every page is cut to the products the curator may see (backlog.access):
+changelists, change pages, filters, autocompletes, inlines and the choices
+of every relation. Products and their teams are changed only by those who
+see every product.
+"""
 
 import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
 from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from . import access
 from .models import Bug, BugStatus, Feature, Product, QATest
 
 
@@ -78,7 +87,29 @@ def status_action(name: str, status: str, description: str):
     return action
 
 
-class RecordAdmin(admin.ModelAdmin):
+class Scoped:
+    """An admin (or inline) that shows and offers only what the user may see:
+    its rows, and the choices of its relations to products, features and
+    tests (a hand-made POST naming another product's record is refused as an
+    invalid choice)."""
+
+    def get_queryset(self, request):
+        return access.visible(super().get_queryset(request), request.user)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model in (Product, Feature, QATest):
+            kwargs["queryset"] = access.visible(db_field.related_model._default_manager.all(), request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ProductListFilter(admin.RelatedFieldListFilter):
+    """The product filter, listing only the products the user may see."""
+
+    def field_choices(self, field, request, model_admin):
+        return [(product.pk, str(product)) for product in access.visible(Product.objects.all(), request.user)]
+
+
+class RecordAdmin(Scoped, admin.ModelAdmin):
     # Cross-model checks (keys unique across kinds, relations inside one
     # product) run in Record.clean(), which every ModelForm calls.
     search_help_text = "Search by key or title."
@@ -115,7 +146,7 @@ class ParentAdmin(RecordAdmin):
         return changelist_link(Bug, record._open_bugs, **{parent: record.pk}, status__exact="open")
 
 
-class FeatureInline(admin.TabularInline):
+class FeatureInline(Scoped, admin.TabularInline):
     model = Feature
     fields = ("key", "name")
     extra = 0
@@ -130,17 +161,28 @@ class ProductAdmin(ParentAdmin):
     search_fields = ("key", "name")
     fieldsets = (
         (None, {"fields": ("key", "name", "description")}),
+        ("Access", {"fields": ("teams",)}),
         ("Times", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+    filter_horizontal = ("teams",)
     inlines = [FeatureInline]
     counted = "features"
+
+    # Adding a product, or changing who may see one, is for those who see
+    # every product: anyone else would grant access they do not hold.
+    def has_add_permission(self, request):
+        return access.sees_all_products(request.user) and super().has_add_permission(request)
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if access.sees_all_products(request.user) else (*readonly, "teams")
 
     @admin.display(description="features", ordering="_features")
     def feature_count(self, product):
         return changelist_link(Feature, product._features, product__id__exact=product.pk)
 
 
-class TestInline(admin.TabularInline):
+class TestInline(Scoped, admin.TabularInline):
     model = QATest
     fields = ("key", "title", "status")
     extra = 0
@@ -148,7 +190,7 @@ class TestInline(admin.TabularInline):
     verbose_name_plural = "tests of this feature"
 
 
-class BugInline(admin.TabularInline):
+class BugInline(Scoped, admin.TabularInline):
     model = Bug
     form = BugForm
     fields = ("key", "title", "severity", "status")
@@ -161,7 +203,7 @@ class BugInline(admin.TabularInline):
 class FeatureAdmin(ParentAdmin):
     list_display = ("key", "name", "product", "test_count", "open_bug_count", "updated_at")
     ordering = ("key",)
-    list_filter = ("product", "created_at", "updated_at")
+    list_filter = (("product", ProductListFilter), "created_at", "updated_at")
     list_select_related = ("product",)
     search_fields = ("key", "name")
     autocomplete_fields = ("product",)
@@ -182,7 +224,7 @@ class FeatureAdmin(ParentAdmin):
 class QATestAdmin(RecordAdmin):
     form = QATestForm
     list_display = ("key", "title", "product", "feature", "status", "updated_at")
-    list_filter = ("product", "status", "created_at", "updated_at")
+    list_filter = (("product", ProductListFilter), "status", "created_at", "updated_at")
     list_select_related = ("product", "feature")
     search_fields = ("key", "title")
     autocomplete_fields = ("product", "feature")
@@ -206,7 +248,7 @@ class BugAdmin(RecordAdmin):
     form = BugForm
     list_display = ("key", "title", "product", "feature", "severity_badge", "status", "created_at")
     list_display_links = ("key", "title")
-    list_filter = ("product", "severity", "status", "created_at", "updated_at")
+    list_filter = (("product", ProductListFilter), "severity", "status", "created_at", "updated_at")
     list_select_related = ("product", "feature")
     search_fields = ("key", "title")
     autocomplete_fields = ("product", "feature", "test")
@@ -257,3 +299,31 @@ class BugAdmin(RecordAdmin):
             "<ol style='margin:0;padding-left:1.2em'>{}</ol>",
             format_html_join("", "<li>{}</li>", ((step,) for step in bug.steps.splitlines())),
         )
+
+
+class TeamProductInline(Scoped, admin.TabularInline):
+    """A team's products, on the group's page (the other side of Product.teams)."""
+
+    model = Product.teams.through
+    extra = 0
+    autocomplete_fields = ("product",)
+    verbose_name = "product of this team"
+    verbose_name_plural = "products of this team (its members see and change their records)"
+
+    # As on the product's page: only those who see every product grant access to one.
+    def has_add_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_delete_permission(request, obj)
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class TeamAdmin(GroupAdmin):
+    inlines = [TeamProductInline]

@@ -2,7 +2,8 @@
 
 The shape follows the interchange format (shared FORMAT.md). Every record has
 a `key` that people and agents use (`PRD-3`, `BUG-1043`), unique across all
-four kinds; relations point at rows but are imported and exported by key.
+four kinds and regardless of case (`bug-1043` is BUG-1043, as every lookup
+reads it); relations point at rows but are imported and exported by key.
 
 A bug's `actual_result`, `expected_result`, `steps` and `environment` are
 stored generated columns computed by PostgreSQL from `raw_data` (see
@@ -26,6 +27,18 @@ key_validator = RegexValidator(
     "A key is 1 to 64 letters, digits, '-', '_' or '.', like BUG-1043.",
 )
 TITLE_MAX_LENGTH = 500
+
+
+def key_taken_message(key: str) -> str:
+    """What a write with a key another record holds is told: never which record
+    (nor its kind or product), which the writer may not be allowed to see."""
+    return f"{key} is taken: a key names one record among all products and kinds, whatever its case; choose another."
+
+
+def unique_key(table: str) -> models.UniqueConstraint:
+    """One key per record, case aside, enforced by the database (within a
+    kind; Record.clean and import check across kinds)."""
+    return models.UniqueConstraint(Upper("key"), name=f"{table}_key_upper_unique")
 
 
 class Severity(models.TextChoices):
@@ -93,15 +106,20 @@ class Record(models.Model):
                 kwargs["update_fields"] = {*update_fields, "updated_at"}
         super().save(*args, **kwargs)
 
+    def validate_unique(self, exclude=None):
+        # The key is checked by clean(), across kinds and in one wording.
+        super().validate_unique(exclude={*(exclude or ()), "key"})
+
+    def validate_constraints(self, exclude=None):
+        super().validate_constraints(exclude={*(exclude or ()), "key"})
+
     def clean(self):
         """Checks that span models, shared by the admin's forms and the REST API
-        (import has its own, for a whole file): keys unique across all kinds,
-        and a feature or test inside the record's product."""
+        (import has its own, for a whole file): keys unique across all kinds
+        and regardless of case, and a feature or test inside the record's product."""
         errors = {}
-        if self.key:
-            for model in RECORD_MODELS.values():
-                if model is not type(self) and model.objects.filter(key=self.key).exists():
-                    errors["key"] = f"{self.key} is already a {model.KIND}; keys are unique across all kinds."
+        if self.key and key_holder(self.key, besides=self) is not None:
+            errors["key"] = key_taken_message(self.key)
         product = self.product if getattr(self, "product_id", None) else None
         for relation in ("feature", "test"):
             target = getattr(self, relation, None)
@@ -125,6 +143,7 @@ class NamedRecord(Record):
         abstract = True
         ordering = ["key"]
         indexes = [title_trigram_index("name", "%(class)s_name_trgm")]
+        constraints = [unique_key("%(class)s")]
 
 
 class Product(NamedRecord):
@@ -184,6 +203,7 @@ class QATest(Record):
         db_table = "backlog_test"
         verbose_name = "test"
         ordering = ["key"]
+        constraints = [unique_key("test")]
         indexes = [title_trigram_index("title", "test_title_trgm")]
 
 
@@ -206,6 +226,7 @@ class Bug(Record):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [unique_key("bug")]
         indexes = [
             title_trigram_index("title", "bug_title_trgm"),
             models.Index(fields=["product", "status", "severity"], name="bug_triage_idx"),
@@ -213,3 +234,14 @@ class Bug(Record):
 
 
 RECORD_MODELS: dict[str, type[Record]] = {model.KIND: model for model in (Product, Feature, QATest, Bug)}
+
+
+def key_holder(key: str, besides: Record | None = None) -> Record | None:
+    """The record of any kind whose key is `key`, case aside (other than `besides`)."""
+    for model in RECORD_MODELS.values():
+        records = model.objects.filter(key__iexact=key)
+        if besides is not None and besides.pk is not None and model is type(besides):
+            records = records.exclude(pk=besides.pk)
+        if holder := records.first():
+            return holder
+    return None

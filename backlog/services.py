@@ -5,6 +5,12 @@ its line number; only then does it write, in one transaction, upserting by
 key and touching only records that differ from what is stored. Re-importing
 the same file therefore changes nothing. `export_records` writes the same
 format back.
+
+Keys are compared case aside, as everywhere. An import made for a user
+(the REST endpoint) writes only into the products that user may change
+(backlog.access): a record of another product is "not stored" to them, and
+a key that such a record holds is "taken", the words a key that exists
+nowhere would never get, and nothing more.
 """
 
 import json
@@ -18,8 +24,8 @@ import psycopg
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from . import bulk, interchange
-from .models import RECORD_MODELS, Product
+from . import access, bulk, interchange
+from .models import RECORD_MODELS, Product, key_taken_message
 from .signals import records_imported
 
 logger = logging.getLogger(__name__)
@@ -134,18 +140,20 @@ def import_records(
     dry_run: bool = False,
     progress: Progress = no_progress,
     total_lines: int | None = None,
+    user=None,
 ) -> ImportReport:
     """Validate and upsert the records in `lines` (the interchange format).
 
     All or nothing by default: any problem leaves the database untouched.
     With `skip_invalid`, valid records are written and invalid ones (and the
     records that name them) are reported. `dry_run` reports what would
-    change and writes nothing.
+    change and writes nothing. `user`: whose products the records may be in
+    (None: any, the operator's import).
     """
     report = ImportReport()
     parsed, invalid = _parse(lines, report, progress, total_lines)
     with transaction.atomic():
-        resolved, stored = _resolve(parsed, invalid, report)
+        resolved, stored = _resolve(parsed, invalid, report, access.visible_product_ids(user))
         if report.problems and not skip_invalid:
             return report
         plan = _plan(resolved, stored, report)
@@ -182,15 +190,15 @@ def _parse(lines, report, progress, total_lines) -> tuple[list[_Parsed], dict[st
             key = _guess_key(line)
             report.problems.extend(Problem(number, key, message) for message in problems)
             if key:
-                first_line_of.setdefault(key, number)
-                invalid.setdefault(key, number)
+                first_line_of.setdefault(key.upper(), number)
+                invalid.setdefault(key.upper(), number)
             continue
-        if record.key in first_line_of:
+        if (folded := record.key.upper()) in first_line_of:
             report.problems.append(
-                Problem(number, record.key, f"the key is already used on line {first_line_of[record.key]}")
+                Problem(number, record.key, f"the key is already used on line {first_line_of[folded]} (case aside)")
             )
             continue
-        first_line_of[record.key] = number
+        first_line_of[folded] = number
         parsed.append(_Parsed(number, record))
     bar.close()
     return parsed, invalid
@@ -209,48 +217,69 @@ def _guess_key(line: str | bytes) -> str | None:
 class _Stored:
     kind: str
     id: int
-    product_id: int | None  # a feature's or test's product, to check consistency
+    key: str  # as stored (the file may write it in another case)
+    product_id: int  # its product (a product's own id), for consistency and access
+
+
+NEW_PRODUCTS = (
+    "only someone who sees every product (a superuser, or the access_all_products permission) adds products; "
+    "ask them to add the product and put it on your team"
+)
 
 
 def _stored(keys: set[str]) -> dict[str, _Stored]:
-    """The records already in the database under any of `keys`, of any kind."""
+    """The records already in the database under any of `keys`, of any kind,
+    by their key in upper case."""
     found: dict[str, _Stored] = {}
-    keys = list(keys)
+    folded = list({key.upper() for key in keys})
     for kind, model in RECORD_MODELS.items():
-        product = "product_id" if kind in ("feature", "test") else "NULL"
-        query = f"SELECT key, id, {product} FROM {model._meta.db_table} WHERE key = ANY(%s)"
-        for key, pk, product_id in bulk.select_by_keys(query, keys):
-            found[key] = _Stored(kind, pk, product_id)
+        product = "id" if kind == "product" else "product_id"
+        query = f"SELECT key, id, {product} FROM {model._meta.db_table} WHERE upper(key) = ANY(%s)"
+        for key, pk, product_id in bulk.select_by_keys(query, folded):
+            found[key.upper()] = _Stored(kind, pk, key, product_id)
     return found
 
 
 def _resolve(
-    parsed: list[_Parsed], invalid: dict[str, int], report: ImportReport
+    parsed: list[_Parsed], invalid: dict[str, int], report: ImportReport, products: list[int] | None
 ) -> tuple[list[_Parsed], dict[str, _Stored]]:
-    """Check keys and relations against the file and the database.
+    """Check keys and relations against the file and the database, within
+    `products` (None: all; what the importing user may change).
 
     Returns the records that can be written, and what is stored under the
-    keys the file uses or names. A record naming a record that
-    was rejected is rejected too, so `skip_invalid` never writes a dangling
+    keys the file uses or names (by key in upper case; records of other
+    products left out, as if not stored). A record naming a record that was
+    rejected is rejected too, so `skip_invalid` never writes a dangling
     relation.
     """
-    in_file = {p.record.key: p for p in parsed}
+    in_file = {p.record.key.upper(): p for p in parsed}
     named = {key for p in parsed for key in p.record.relations().values()}
     stored = _stored(set(in_file) | named)
+    hidden = {key for key, s in stored.items() if products is not None and s.product_id not in products}
 
     rejected: set[str] = set()
+
+    def reject(p: _Parsed, problem: str) -> None:
+        report.problems.append(Problem(p.line, p.record.key, problem))
+        rejected.add(p.record.key.upper())
+
     for p in parsed:
-        other = stored.get(p.record.key)
-        if other and other.kind != p.record.kind:
-            report.problems.append(
-                Problem(
-                    p.line, p.record.key, f"the key already belongs to a {other.kind}; keys are unique across all kinds"
-                )
-            )
-            rejected.add(p.record.key)
+        folded = p.record.key.upper()
+        other = stored.get(folded)
+        if products is not None and p.record.kind == "product":
+            # Whether the product exists or not: the same words.
+            reject(p, NEW_PRODUCTS) if folded in hidden or other is None else None
+        elif folded in hidden:
+            reject(p, key_taken_message(p.record.key).rstrip("."))
+        elif other and other.kind != p.record.kind:
+            reject(p, f"the key already belongs to a {other.kind}; keys are unique across all kinds")
+        elif other and other.key != p.record.key:
+            reject(p, f"the key is stored as {other.key}; keys ignore case, so write it as {other.key}")
+    for key in hidden:
+        del stored[key]
 
     stored_product_keys = dict(
-        Product.objects.filter(id__in={s.product_id for s in stored.values() if s.product_id}).values_list("id", "key")
+        Product.objects.filter(id__in={s.product_id for s in stored.values()}).values_list("id", "key")
     )
 
     def product_key_of(key: str) -> str | None:
@@ -262,46 +291,42 @@ def _resolve(
         return None
 
     for p in parsed:
-        if p.record.key in rejected:
+        if p.record.key.upper() in rejected:
             continue
         for relation, target in p.record.relations().items():
+            folded = target.upper()
             want = interchange.RELATION_KINDS[relation]
             have = (
-                in_file[target].record.kind
-                if target in in_file
-                else (stored[target].kind if target in stored else None)
+                in_file[folded].record.kind
+                if folded in in_file
+                else (stored[folded].kind if folded in stored else None)
             )
-            if target in invalid:
-                problem = f"it names {target}, which was rejected (line {invalid[target]})"
+            if folded in invalid:
+                problem = f"it names {target}, which was rejected (line {invalid[folded]})"
             elif have is None:
                 problem = f"{relation} {target} is neither in the file nor stored; import it first or fix the key"
             elif have != want:
                 problem = f"{relation} {target} is a {have}, not a {want}"
-            elif relation != "product" and product_key_of(target) != p.record.product:
-                problem = f"{relation} {target} belongs to product {product_key_of(target)}, not {p.record.product}"
+            elif relation != "product" and (product_key_of(folded) or "").upper() != p.record.product.upper():
+                problem = f"{relation} {target} belongs to product {product_key_of(folded)}, not {p.record.product}"
             else:
                 continue
-            report.problems.append(Problem(p.line, p.record.key, problem))
-            rejected.add(p.record.key)
+            reject(p, problem)
 
     # Reject, transitively, what names a rejected record.
     changed = True
     while changed:
         changed = False
         for p in parsed:
-            if p.record.key in rejected:
+            if p.record.key.upper() in rejected:
                 continue
-            bad = [t for t in p.record.relations().values() if t in rejected]
+            bad = [t for t in p.record.relations().values() if t.upper() in rejected]
             if bad:
-                line = in_file[bad[0]].line
-                report.problems.append(
-                    Problem(p.line, p.record.key, f"it names {bad[0]}, which was rejected (line {line})")
-                )
-                rejected.add(p.record.key)
+                reject(p, f"it names {bad[0]}, which was rejected (line {in_file[bad[0].upper()].line})")
                 changed = True
 
     report.problems.sort(key=lambda problem: problem.line or 0)
-    return [p for p in parsed if p.record.key not in rejected], stored
+    return [p for p in parsed if p.record.key.upper() not in rejected], stored
 
 
 @dataclass
@@ -330,7 +355,9 @@ def _plan(resolved: list[_Parsed], stored: dict[str, _Stored], report: ImportRep
             before = current.get(p.record.key)
             if before is not None:
                 content_same = all(
-                    before[name] == values[name] for name in FIELDS[kind] if name not in ("created_at", "updated_at")
+                    _same(name, before[name], values[name])
+                    for name in FIELDS[kind]
+                    if name not in ("created_at", "updated_at")
                 )
                 if p.record.created_at is None:
                     values["created_at"] = before["created_at"]
@@ -354,8 +381,8 @@ def _plan(resolved: list[_Parsed], stored: dict[str, _Stored], report: ImportRep
                     target = values[name]
                     if target is None:
                         row[f"{name}_id"] = None
-                    elif target in ids:
-                        row[f"{name}_id"] = ids[target]
+                    elif target.upper() in ids:
+                        row[f"{name}_id"] = ids[target.upper()]
                     else:  # created earlier in this import; its id comes later
                         row[f"{name}_id"] = None
                         plan.pending[kind].append((row, name, target))
@@ -363,6 +390,13 @@ def _plan(resolved: list[_Parsed], stored: dict[str, _Stored], report: ImportRep
                     row[name] = values[name]
             plan.writes[kind].append(row)
     return plan
+
+
+def _same(name: str, stored, given) -> bool:
+    """Whether a field is unchanged; a relation's key is compared case aside."""
+    if name in RELATIONS and isinstance(stored, str) and isinstance(given, str):
+        return stored.upper() == given.upper()
+    return stored == given
 
 
 def _values(kind: str, record) -> dict:
@@ -397,11 +431,12 @@ def _write(plan: _Plan, progress: Progress) -> None:
         if not rows:
             continue
         for row, name, target in plan.pending.get(kind, ()):
-            row[f"{name}_id"] = written_ids[target]
+            row[f"{name}_id"] = written_ids[target.upper()]
         columns = list(rows[0])
         table = RECORD_MODELS[kind]._meta.db_table
         for batch in _batches(rows, BATCH_SIZE):
-            written_ids.update(bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",)))
+            written = bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",))
+            written_ids.update((key.upper(), pk) for key, pk in written.items())
             bar.update(len(batch))
     bar.close()
 

@@ -159,9 +159,19 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
 
 
 def _acting_user(ctx: Context, default):
-    """The bearer token's user over HTTP (mcp_bridge.auth put its id in the token's subject)."""
+    """The bearer token's user over HTTP (mcp_bridge.auth put its id in the
+    token's subject); over stdio, `default` (`mcp --user`) read again, so that
+    a change of teams or a deactivation holds from the next call on."""
     request = ctx.request_context.request
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
-    if access is None:
-        return default
-    return get_user_model().objects.get(pk=access.subject)
+    if access is None and default is None:
+        return None  # no --user: the operator's own view
+    user = get_user_model().objects.filter(pk=access.subject if access else default.pk, is_active=True).first()
+    if user is None:
+        raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
+    return user
+
+
+class AccountGone(SearchError):
+    status = 403
+    code = "forbidden"

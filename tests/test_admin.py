@@ -109,7 +109,7 @@ def test_admin_refuses_a_key_of_another_kind_and_a_feature_of_another_product(cu
 
     page = response.content.decode()
     assert response.status_code == 200  # the form again, with errors
-    assert "FEAT-7 is already a feature; keys are unique across all kinds." in page
+    assert "FEAT-7 is taken: a key names one record among all products and kinds, whatever its case; choose another." in page
     assert "FEAT-7 belongs to PRD-1, not PRD-2." in page
     assert not Bug.objects.filter(key="FEAT-7").exists()
 

@@ -493,8 +493,9 @@ def test_keys_with_dots_work_in_urls(story, curator):
 @pytest.mark.parametrize(
     "changes, field, message",
     [
-        ({"key": "FEAT-9"}, "key", "FEAT-9 is already a feature; keys are unique across all kinds."),
-        ({"key": "BUG-12"}, "key", "bug with this key already exists."),
+        ({"key": "FEAT-9"}, "key", "FEAT-9 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
+        ({"key": "BUG-12"}, "key", "BUG-12 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
+        ({"key": "bug-12"}, "key", "bug-12 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
         ({"key": "BUG 31"}, "key", "A key is 1 to 64 letters"),
         ({"feature": "FEAT-9"}, "feature", "FEAT-9 belongs to PRD-2, not PRD-1."),
         ({"test": "TEST-4"}, "test", "TEST-4 belongs to PRD-2, not PRD-1."),
