@@ -85,9 +85,7 @@ MONTHS_SINCE_SQL = (
 )
 
 
-def document_frequencies(
-    tsqueries: list[str], products: Sequence[int] | None = None
-) -> tuple[float, dict[str, float]]:
+def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
     """N, and the df of each term's tsquery: from the column statistics when
     PostgreSQL keeps them for its lexeme, else counted (capped: past the cap
     a term is common, and its idf small and flat anyway). Over the records

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from backlog.models import Bug, Feature, Product, QATest
+from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 
 pytestmark = pytest.mark.django_db
 
@@ -109,7 +109,7 @@ def test_admin_refuses_a_key_of_another_kind_and_a_feature_of_another_product(cu
 
     page = response.content.decode()
     assert response.status_code == 200  # the form again, with errors
-    assert "FEAT-7 is taken: a key names one record among all products and kinds, whatever its case; choose another." in page
+    assert key_taken_message("FEAT-7") in page
     assert "FEAT-7 belongs to PRD-1, not PRD-2." in page
     assert not Bug.objects.filter(key="FEAT-7").exists()
 

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from api.errors import TooLarge
 from api.parsers import JSONLinesParser
-from backlog.models import Bug, Feature, Product, QATest
+from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 from backlog.services import DATABASE_REFUSED, import_records
 from search import service
 from search.contract import SearchError
@@ -493,9 +493,9 @@ def test_keys_with_dots_work_in_urls(story, curator):
 @pytest.mark.parametrize(
     "changes, field, message",
     [
-        ({"key": "FEAT-9"}, "key", "FEAT-9 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
-        ({"key": "BUG-12"}, "key", "BUG-12 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
-        ({"key": "bug-12"}, "key", "bug-12 is taken: a key names one record among all products and kinds, whatever its case; choose another."),
+        ({"key": "FEAT-9"}, "key", key_taken_message("FEAT-9")),
+        ({"key": "BUG-12"}, "key", key_taken_message("BUG-12")),
+        ({"key": "bug-12"}, "key", key_taken_message("bug-12")),
         ({"key": "BUG 31"}, "key", "A key is 1 to 64 letters"),
         ({"feature": "FEAT-9"}, "feature", "FEAT-9 belongs to PRD-2, not PRD-1."),
         ({"test": "TEST-4"}, "test", "TEST-4 belongs to PRD-2, not PRD-1."),

@@ -92,7 +92,9 @@ def test_the_service_answers_anything_with_a_result_or_a_search_error(tramline, 
 
 @pytest.fixture
 def reader(django_user_model):
-    return client_with_token(seeing_all_products(django_user_model.objects.create_user("fuzz", password="a-long-passphrase")))
+    return client_with_token(
+        seeing_all_products(django_user_model.objects.create_user("fuzz", password="a-long-passphrase"))
+    )
 
 
 def query_string(params: dict) -> dict:
