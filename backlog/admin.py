@@ -55,7 +55,7 @@ class QATestForm(forms.ModelForm):
 class BugForm(forms.ModelForm):
     raw_data = PrettyJSONField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 14, "cols": 90, "style": "font-family: monospace"}),
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 90, "class": "raw-data-editor"}),
         help_text=(
             "The bug as the tracker sent it. actual_result, expected_result, steps and "
             "environment are copied from here into the searchable fields on save."
@@ -240,9 +240,6 @@ class QATestAdmin(RecordAdmin):
     ]
 
 
-SEVERITY_COLOURS = {"critical": "#b00020", "high": "#d9480f", "medium": "#a36a00", "low": "#4a6b2f"}
-
-
 @admin.register(Bug)
 class BugAdmin(RecordAdmin):
     form = BugForm
@@ -281,22 +278,24 @@ class BugAdmin(RecordAdmin):
         status_action("reopen", "open", "Reopen selected bugs"),
     ]
 
+    class Media:
+        # The severity colours, the steps list and the JSON editor are styled
+        # here rather than in style="" attributes, which the Content-Security-Policy
+        # (style-src 'self', config/settings.py) does not let the browser apply.
+        css = {"all": ["backlog/admin.css"]}
+
     @admin.display(description="severity", ordering="severity")
     def severity_badge(self, bug):
         if not bug.severity:
             return "—"
-        return format_html(
-            '<span style="color:{};font-weight:600">{}</span>',
-            SEVERITY_COLOURS[bug.severity],
-            bug.get_severity_display(),
-        )
+        return format_html('<span class="severity severity-{}">{}</span>', bug.severity, bug.get_severity_display())
 
     @admin.display(description="steps")
     def steps_text(self, bug):
         if not bug.steps:
             return "—"
         return format_html(
-            "<ol style='margin:0;padding-left:1.2em'>{}</ol>",
+            '<ol class="steps">{}</ol>',
             format_html_join("", "<li>{}</li>", ((step,) for step in bug.steps.splitlines())),
         )
 

@@ -7,6 +7,10 @@ keyboard; Bob (not staff) and a visitor are refused; Mallory's bug, whose
 title is an <img onerror> tag, stays text. Screenshots go to
 artifacts/screenshots/ (docs/screenshots/ keeps copies of three of them).
 
+Every page runs under the site's Content-Security-Policy, and a test fails
+if Chromium reports a violation; only the axe-core test, which injects its
+tool as an inline script, opens its page with the policy bypassed.
+
 Playwright's sync API keeps an event loop running in this thread, which
 makes Django refuse database calls here (SynchronousOnlyOperation), so the
 browser fixture sets DJANGO_ALLOW_ASYNC_UNSAFE while it runs: the test's
@@ -28,6 +32,7 @@ from django.http import QueryDict
 from django.test import Client
 from playwright.sync_api import expect, sync_playwright
 
+from backlog.models import Bug
 from search import service
 
 from .conftest import seeing_all_products
@@ -62,24 +67,41 @@ def browser():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+# Playwright's init scripts run outside the page's Content-Security-Policy,
+# so this listener hears every violation, reported or not in the console.
+REPORT_CSP_VIOLATIONS = """document.addEventListener("securitypolicyviolation", event =>
+  window.reportCspViolation(`${event.effectiveDirective} refused ${event.blockedURI || "inline"} at `
+    + `${event.sourceFile || event.documentURI}:${event.lineNumber}`));"""
+
+
 def new_page(browser, live_server, **options):
-    """A fresh browser context; alert() dialogs and requests to other hosts are recorded."""
+    """A fresh browser context; alert() dialogs, requests to other hosts and
+    Content-Security-Policy violations (the event, and Chromium's console
+    message naming the "Content Security Policy") are recorded."""
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900}, **options)
     page = context.new_page()
-    page.dialogs, page.foreign_requests = [], []
+    page.dialogs, page.foreign_requests, page.csp_violations = [], [], []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
     own = urlsplit(live_server.url).netloc
     page.on("request", lambda r: urlsplit(r.url).netloc in ("", own) or page.foreign_requests.append(r.url))
+    page.on("console", lambda m: "Content Security Policy" in m.text and page.csp_violations.append(m.text))
+    context.expose_function("reportCspViolation", lambda violation: page.csp_violations.append(violation))
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
     return page
+
+
+def close(page):
+    page.context.close()
+    assert page.dialogs == [], "a dialog opened: record text ran as script"
+    assert page.foreign_requests == [], "the UI loaded something from another host"
+    assert page.csp_violations == [], "the Content-Security-Policy refused something the page needs"
 
 
 @pytest.fixture
 def page(browser, live_server):
     page = new_page(browser, live_server)
     yield page
-    page.context.close()
-    assert page.dialogs == [], "a dialog opened: record text ran as script"
-    assert page.foreign_requests == [], "the UI loaded something from another host"
+    close(page)
 
 
 @pytest.fixture
@@ -291,6 +313,76 @@ def test_bob_and_visitors_are_refused(page, bob, live_server):
     screenshot(page, "refused")
 
 
+# -- content security policy ----------------------------------------------------------------------
+# The page fixture fails a test on any violation Chromium reports; these tests
+# visit what the others do not (the admin, Swagger UI) and check that the
+# JavaScript the policy lets through still does its work.
+
+
+def settle(page, path: str):
+    page.goto(path)
+    page.wait_for_load_state("networkidle")  # late fetches and styles have reported by now
+
+
+def test_the_policy_leaves_the_uis_own_javascript_working(page, alice, corpus):
+    settle(page, "/accounts/login/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()  # form-action 'self'
+    expect(page).to_have_url(re.compile(r"/search/$"))
+
+    page.get_by_label("Search QA knowledge").fill("renewal")  # results by fetch as she types
+    expect(page).to_have_url(re.compile(r"\?query=renewal$"))
+    expect(page.locator(".result").first).to_be_visible()
+
+    settle(page, "/records/BUG-12/")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("pdf export")
+    expect(page.locator("#spotlight-results li").first).to_contain_text("FEAT-9 PDF export")
+
+    settle(page, "/dashboard/")
+    expect(page.locator(".chart rect").first).to_be_visible()
+    assert page.csp_violations == []
+
+    # Neither listener is deaf: an inline script is refused, and both hear it.
+    page.evaluate("document.body.append(Object.assign(document.createElement('script'), {textContent: '1'}))")
+    page.wait_for_timeout(300)
+    heard = page.csp_violations
+    assert any(v.startswith("script-src-elem refused inline at ") for v in heard), heard  # the event
+    assert any(v.startswith("Executing inline script violates") for v in heard), heard  # the console
+    heard.clear()
+
+
+def test_the_policy_leaves_the_admin_working(page, alice, corpus):
+    alice.is_superuser = True
+    alice.save()
+    settle(page, "/admin/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Products, features, tests and bugs")).to_be_visible()
+
+    settle(page, "/admin/backlog/bug/?severity__exact=high")
+    page.locator("#action-toggle").check()  # actions.js counts the selection
+    expect(page.locator(".action-counter")).to_have_text(re.compile(r"^\d+ of \d+ selected$"))
+    severity = page.locator(".field-severity_badge .severity").first
+    assert severity.evaluate("el => getComputedStyle(el).fontWeight") == "600"  # backlog/admin.css, not style=""
+
+    settle(page, f"/admin/backlog/bug/{Bug.objects.get(key='BUG-12').pk}/change/")
+    expect(page.locator("textarea.raw-data-editor")).to_have_css("font-family", "monospace")
+    page.locator("#id_product + .select2").click()  # the autocomplete asks the admin by XHR
+    page.locator(".select2-search__field").fill("led")
+    expect(page.locator(".select2-results__option")).to_have_text(["PRD-2 Ledgerly"])
+    screenshot(page, "admin-bug", full_page=False)
+
+
+def test_the_policy_leaves_swagger_ui_working(page, db):
+    settle(page, "/api/docs")
+    expect(page.locator(".opblock-summary-path", has_text="/api/search").first).to_be_visible()
+    page.locator(".opblock-summary-path", has_text="/api/search").first.click()
+    expect(page.get_by_role("button", name="Try it out").first).to_be_visible()
+
+
 # -- accessibility --------------------------------------------------------------------------------
 
 PAGES = ["/search/?query=renewal", "/records/BUG-12/", "/records/FEAT-7/", "/dashboard/"]
@@ -395,8 +487,19 @@ def axe_source() -> str:
     return script.read_text()
 
 
-def test_axe_finds_no_wcag_aa_violations(as_alice, axe_source):
-    page = as_alice
+@pytest.fixture
+def alice_with_tools(browser, live_server, alice, corpus):
+    """Alice's page with the Content-Security-Policy bypassed (Playwright's
+    bypass_csp), for a test tool injected as an inline script: the policy
+    rightly refuses axe-core, and every other test runs under the policy."""
+    page = new_page(browser, live_server, bypass_csp=True)
+    log_in(page, alice, live_server)
+    yield page
+    close(page)
+
+
+def test_axe_finds_no_wcag_aa_violations(alice_with_tools, axe_source):
+    page = alice_with_tools
     for path in ["/accounts/login/", *PAGES]:
         page.goto(path)
         page.add_script_tag(content=axe_source)
