@@ -32,11 +32,14 @@ def select_by_keys(query: str, keys: Sequence[str]) -> list[tuple]:
 
 def upsert(
     table: str, columns: Sequence[str], rows: Iterable[Sequence], json_columns: Iterable[str] = ()
-) -> dict[str, int]:
-    """Insert or update `rows` by `key` (the first column); return key -> id.
+) -> dict[str, tuple[int, bool]]:
+    """Insert or update `rows` by `key` (the first column); return key ->
+    (id, whether this statement inserted the row rather than updated it).
 
     Columns not named keep their stored values on update (and their
-    defaults on insert).
+    defaults on insert). Inserted or updated is what happened, not what was
+    planned: a concurrent import may have inserted the row first (then ON
+    CONFLICT waits for it and updates).
     """
     assert columns[0] == "key"
     json_columns = set(json_columns)
@@ -60,9 +63,10 @@ def upsert(
         cursor.execute(
             sql.SQL(
                 "INSERT INTO {table} ({names}) SELECT {names} FROM {staging} "
-                "ON CONFLICT (key) DO UPDATE SET {updates} RETURNING key, id"
+                # xmax is 0 on a row version this statement inserted.
+                "ON CONFLICT (key) DO UPDATE SET {updates} RETURNING key, id, xmax = 0"
             ).format(table=sql.Identifier(table), names=names, staging=staging, updates=updates)
         )
-        ids = dict(cursor.fetchall())
+        ids = {key: (pk, inserted) for key, pk, inserted in cursor.fetchall()}
         cursor.execute(sql.SQL("DROP TABLE {}").format(staging))
     return ids

@@ -161,7 +161,7 @@ def import_records(
             return report
         try:
             with transaction.atomic():
-                _write(plan, progress)
+                done = _write(plan, progress)
         except (DatabaseError, psycopg.Error):
             # The database's own text names tables and values: it goes to the log, not to the caller.
             logger.exception("the database refused an import")
@@ -169,6 +169,9 @@ def import_records(
             report.created.clear()
             report.updated.clear()
             return report
+        # What the database did: another import may have written some of the
+        # same records meanwhile (a planned creation is then an update).
+        report.created, report.updated = done.created, done.updated
         report.written = True
     if report.written:
         records_imported.send(sender=import_records, rows=report.changed)
@@ -423,7 +426,9 @@ def _current_values(model, kind: str, keys: list[str]) -> dict[str, dict]:
     return current
 
 
-def _write(plan: _Plan, progress: Progress) -> None:
+def _write(plan: _Plan, progress: Progress) -> ImportReport:
+    """Write the plan; what was created and updated, as the database did it."""
+    done = ImportReport()
     written_ids: dict[str, int] = {}
     bar = progress("writing", sum(len(rows) for rows in plan.writes.values()))
     for kind in KIND_ORDER:
@@ -436,9 +441,13 @@ def _write(plan: _Plan, progress: Progress) -> None:
         table = RECORD_MODELS[kind]._meta.db_table
         for batch in _batches(rows, BATCH_SIZE):
             written = bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",))
-            written_ids.update((key.upper(), pk) for key, pk in written.items())
+            written_ids.update((key.upper(), pk) for key, (pk, _) in written.items())
+            inserted = sum(new for _, new in written.values())
+            done.created.update({kind: inserted} if inserted else {})
+            done.updated.update({kind: len(written) - inserted} if len(written) > inserted else {})
             bar.update(len(batch))
     bar.close()
+    return done
 
 
 def _batches(items: list, size: int) -> Iterator[list]:

@@ -97,6 +97,9 @@ NEXT_PAGE = object()  # stands for the previous answer's next_cursor
 
 # (id, tool, arguments): every search parameter at least once, the other three
 # tools, and the errors a model makes.
+# Every test, even one run alone, gets the test database (the module's data is committed there).
+pytestmark = pytest.mark.django_db
+
 CASES = [
     ("search-defaults", "search", {"query": "renewal"}),
     (
