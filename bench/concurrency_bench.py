@@ -23,6 +23,7 @@ once (two imports that race must not both say "created").
 
 import argparse
 import json
+import logging
 import os
 import platform
 import random
@@ -34,6 +35,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 
 # isort: split
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2000)
     args = parser.parse_args()
 
+    logging.getLogger("django.request").setLevel(logging.ERROR)  # 404s of deleted keys are expected
+    settings.ALLOWED_HOSTS.append("testserver")  # Django's test client's host name
     connection.settings_dict["TEST"]["NAME"] = "test_bench_concurrency"
     old_config = setup_databases(verbosity=0, interactive=False)
     try:
