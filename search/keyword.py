@@ -108,11 +108,11 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     of them, with the count and facets of all of them."""
     cap = settings.SEARCH_EXACT_LIMIT
     # Clearly broad: skip the exact attempt. Without filters the estimate is
-    # the terms' document frequencies (exact for one term; several terms are
-    # taken as independent, which rather under- than overestimates an AND);
-    # filters can cut the match set far below it, so then it is only trusted
-    # when it is three times the cap.
-    if plan.expected > (cap if scope.everything else 3 * cap):
+    # the terms' document frequencies over what the user may see (exact for
+    # one term; several terms are taken as independent, which rather under-
+    # than overestimates an AND); filters can cut the match set far below
+    # it, so then it is only trusted when it is three times the cap.
+    if plan.expected > (3 * cap if scope.filtered else cap):
         return _broad(plan, scope, depth, plan.expected)
     # The score is computed in the one pass over the matches: carrying each
     # row's search_vector out of the scan to rank it later cost more.

@@ -23,11 +23,18 @@ class Scope:
     # (N, document frequencies) are counted over them, so that no score,
     # order or plan depends on records the user cannot see.
     products: tuple[int, ...] | None = None
+    # Narrowed by the request's filters: the statistics (over all the user
+    # may see) then overstate the matches in scope.
+    filtered: bool = False
 
     def narrowed(self, condition: str, **params) -> "Scope":
         """This scope and `condition` (its parameters named scope_*)."""
         return Scope(
-            f"({self.where}) AND ({condition})", {**self.params, **params}, everything=False, products=self.products
+            f"({self.where}) AND ({condition})",
+            {**self.params, **params},
+            everything=False,
+            products=self.products,
+            filtered=True,
         )
 
 

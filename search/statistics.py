@@ -20,7 +20,7 @@ from django.db import connection
 
 from .query import ParsedQuery
 from .scope import Scope
-from .sql import MONTH_PREFIX
+from .sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 
 _stats_cache: dict = {"at": 0.0}
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
@@ -99,17 +99,61 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
             df[q] = freq[lexemes[0]] * n  # a word, or a word and its prefix
         else:
             to_count.append(q)
-    if to_count:
+    if to_count and products is None:  # rare words: through the GIN index, one statement
         with connection.cursor() as cursor:
-            within = "" if products is None else "AND product_id = ANY(%(products)s)"
             cursor.execute(
                 "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
-                f"WHERE search_vector @@ t.q::tsquery {within} LIMIT %(cap)s) s) "
-                "FROM unnest(%(queries)s::text[]) AS t(q)",
-                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count, "products": list(products or ())},
+                "WHERE search_vector @@ t.q::tsquery LIMIT %(cap)s) s) FROM unnest(%(queries)s::text[]) AS t(q)",
+                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count},
             )
             df.update({q: float(count) for q, count in cursor.fetchall()})
+    elif to_count:
+        # Every word is counted here, common ones too: those a sample finds
+        # common are estimated from it, the rest counted exactly (capped),
+        # each its own subquery with its tsquery written out for the planner.
+        df.update(common := _sampled(to_count, products, n))
+        to_count = [q for q in to_count if q not in common]
+    if to_count and products is not None:
+        parts, params = [], {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products)}
+        for i, q in enumerate(to_count):
+            parts.append(
+                f"SELECT {i}, (SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ "
+                f"%(q{i})s::tsquery AND product_id = ANY(%(products)s) LIMIT %(cap)s) s)"
+            )
+            params[f"q{i}"] = q
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(parts), params)
+            df.update({to_count[i]: float(count) for i, count in cursor.fetchall()})
     return n, df
+
+
+SAMPLED_DOCUMENTS = 2000
+
+
+def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str, float]:
+    """The df of those of `tsqueries` that are common (over the cap) among
+    the records of `products` (N of them), estimated from the records of the
+    first few sample buckets (search.sql: a hash of each record's own id, so
+    the sample is the same whatever other products hold). Counting a common
+    word exactly reads much of the table, and a capped count would put every
+    common word at the cap, where the keyword arm's plans cannot tell them apart."""
+    buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
+    params = {
+        "products": list(products),
+        "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets)),
+    }
+    parts = []
+    for i, q in enumerate(tsqueries):
+        parts.append(
+            f"SELECT {i}, (SELECT count(*) FROM search_document WHERE search_vector @@ %(q{i})s::tsquery "
+            "AND search_markers @@ %(buckets)s::tsquery AND product_id = ANY(%(products)s))"
+        )
+        params[f"q{i}"] = q
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        scale = SAMPLE_BUCKETS / buckets
+        estimates = {tsqueries[i]: count * scale for i, count in cursor.fetchall()}
+    return {q: df for q, df in estimates.items() if df > settings.SEARCH_EXACT_LIMIT}
 
 
 def idf(n: float, df: float) -> float:
@@ -127,7 +171,7 @@ def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]
         return document_frequencies([parsed.raw] if parsed.raw else [], scope.products)
     terms = parsed.terms + parsed.units
     n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole], scope.products)
-    if scope.everything:
+    if not scope.filtered:
         parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH)
     # A settled word's match changed with it (and a camel-case word's parts).
     if missing := [t.match for t in terms if t.match not in df]:
