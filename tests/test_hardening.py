@@ -124,6 +124,17 @@ def test_a_write_to_a_key_no_route_takes_is_a_json_404(tramline, alice, method):
     assert response.json()["error"]["code"] == "not_found"
 
 
+def test_the_schema_documents_the_413_and_503_the_api_gives(anonymous):
+    """Found by schemathesis: a record body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413,
+    and any request may be a 503 (database away, mode=semantic unable to run)."""
+    paths = anonymous.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()["paths"]
+    for method in ("post", "put", "patch"):
+        path = "/api/bugs" if method == "post" else "/api/bugs/{key}"
+        assert "413" in paths[path][method]["responses"], method
+    assert "413" not in paths["/api/bugs/{key}"]["get"]["responses"]
+    assert all("503" in operation["responses"] for operations in paths.values() for operation in operations.values())
+
+
 def test_a_delete_without_a_token_or_csrf_is_json(tramline):
     browser = Client(enforce_csrf_checks=True)
     response = browser.delete("/api/bugs/BUG-12")
