@@ -44,6 +44,11 @@ from search.indexing import embed_pending
 
 from .conftest import TRAMLINE, VAT_BUG, jsonl
 
+# Every test, so that pytest-django sets the test database up whichever of them
+# run: alice_token writes to (and empties) whatever database the connection names,
+# and without a django_db test selected that is the development database.
+pytestmark = pytest.mark.django_db
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOL_LIST_BUDGET = 1200  # tokens (cl100k_base) for the whole tools/list answer
 
@@ -310,7 +315,6 @@ def rest(client, token: str, tool: str, arguments: dict):
 CASE_IDS = [case_id for case_id, _, _ in CASES]
 
 
-@pytest.mark.django_db
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_each_tool_answers_what_rest_answers_over_stdio_and_http(case_id, over_stdio, over_http, alice_token, client):
     stdio, http = over_stdio["answers"][case_id], over_http[case_id]
@@ -381,7 +385,6 @@ def test_instructions_teach_search_then_get(over_stdio):
     assert len(instructions.splitlines()) <= 6
 
 
-@pytest.mark.django_db
 def test_a_record_is_a_resource(over_stdio, alice_token, client):
     _, body = rest(client, alice_token[0], "get", {"keys": ["BUG-12"]})
 
