@@ -4,7 +4,8 @@ show, and the tally a long run reads.
 The strategies draw parameters by name (and an unknown name) with values of
 every JSON type and hostile text: tsquery operators, quotes, backslashes,
 NUL, emoji, right-to-left text, far-off dates and offsets, long strings,
-garbage cursors. tests/test_fuzz.py sends them to the service and over REST.
+garbage cursors. tests/test_fuzz.py sends them to the service and over
+REST, tests/test_mcp.py as tool arguments through a real MCP client.
 
 `FUZZ_EXAMPLES` sets the budget (150 examples a test unless given); above
 150 it is a long run, which also does what the suite cannot afford.
@@ -78,6 +79,18 @@ CALLS = st.sampled_from(sorted(NAMES)).flatmap(lambda op: st.tuples(st.just(op),
 FUZZ = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], derandomize=True
 )
+
+
+def names_what_was_wrong(operation: str, message: str) -> bool:
+    """Whether an error's message starts with what it is about: a parameter of
+    `operation` (`limit: ...`, or `request: ...` naming them), an unknown one, or
+    the key that names no record."""
+    names = [name for name in NAMES[operation] if name != "unknown_parameter"]
+    about = message.split(":", 1)[0]
+    if about == "request":
+        return any(name in message for name in names)
+    return about in names or message.startswith(("unknown parameter ", "no record with key "))
+
 
 # What a traceback, the database driver or SQL would leave in an answer.
 LEAKS = ("Traceback", "psycopg", "SELECT ", "syntax error at or near")

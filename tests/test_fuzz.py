@@ -4,7 +4,8 @@ REST, and at every operation of the OpenAPI schema.
 Every answer is a result or a SearchError (REST: a 4xx JSON body), never
 another exception, and no body shows a traceback or SQL; every answer of
 the schema's operations is one the schema documents. The strategies and the
-budget are tests/fuzzing.py's.
+budget are tests/fuzzing.py's; tests/test_mcp.py sends the same values as
+MCP tool arguments.
 """
 
 import json
@@ -29,7 +30,7 @@ from search import service
 from search.contract import SearchError
 from search.indexing import embed_pending
 
-from .fuzzing import CALLS, EXAMPLES, FUZZ, LONG_RUN, TEXT, leak, params_for, tally
+from .fuzzing import CALLS, EXAMPLES, FUZZ, LONG_RUN, TEXT, leak, names_what_was_wrong, params_for, tally
 
 
 @FUZZ
@@ -40,7 +41,7 @@ def test_the_service_answers_anything_with_a_result_or_a_search_error(tramline, 
         body = service.call(operation, params)
     except SearchError as exc:
         tally("service", server_error=False, body=str(exc))
-        assert str(exc) and not leak(str(exc))
+        assert names_what_was_wrong(operation, str(exc)) and not leak(str(exc)), str(exc)
         assert exc.status < 500 or exc.status == 503
     except Exception:
         tally("service", server_error=True, body="")
