@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install system-packages bench lint
+.PHONY: run test install system-packages bench fuzz lint
 
 # The local quick start opts in to Django's debug pages (DEBUG defaults to false).
 run: install
@@ -34,6 +34,11 @@ system-packages:
 
 bench: install
 	$(BIN)/python bench/import_bench.py
+
+# The long fuzz run (bench/fuzz.py): every fuzz test with FUZZ_EXAMPLES=6000
+# unless given, figures per surface; about ten minutes on two cores.
+fuzz: install
+	$(BIN)/python bench/fuzz.py --examples $${FUZZ_EXAMPLES:-6000}
 
 lint: install
 	$(BIN)/ruff check .

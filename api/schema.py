@@ -111,6 +111,11 @@ def add_error_responses(result, generator, request, public):
                 errors["404"] = "no record with that key"
             if method == "delete":
                 errors["409"] = "other records still name this one"
+            if method in ("post", "put", "patch"):
+                errors["413"] = "the body is over the limit (DATA_UPLOAD_MAX_MEMORY_SIZE; import: IMPORT_MAX_BYTES)"
+            # Any request may find the database away; a search may ask for mode=semantic
+            # when no model can run. Both say when to ask again (Retry-After).
+            errors["503"] = "the database is unavailable, or mode=semantic cannot run; see Retry-After"
             for status, description in errors.items():
                 spec["responses"].setdefault(
                     status, {"description": description, "content": {"application/json": {"schema": ref(Error)}}}

@@ -4,6 +4,8 @@ import json
 
 import pytest
 from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from backlog.services import import_records
 from search import service
@@ -109,6 +111,28 @@ def test_a_body_over_the_limit_is_413_json(tramline, curator, settings):
     assert response.status_code == 413, response.content[:300]
     assert response.json()["error"]["code"] == "too_large"
     assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_a_write_to_a_key_no_route_takes_is_a_json_404(tramline, alice, method):
+    """Found by schemathesis: a key outside the routes' pattern reaches the catch-all
+    404 view, which the CSRF middleware used to refuse first with an HTML 403."""
+    client = APIClient(enforce_csrf_checks=True)  # as a real client is: the test client skips CSRF
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    response = getattr(client, method)("/api/bugs/%C2%84", {"title": "x"}, format="json")
+    assert response.status_code == 404, response.content[:300]
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_the_schema_documents_the_413_and_503_the_api_gives(anonymous):
+    """Found by schemathesis: a record body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413,
+    and any request may be a 503 (database away, mode=semantic unable to run)."""
+    paths = anonymous.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()["paths"]
+    for method in ("post", "put", "patch"):
+        path = "/api/bugs" if method == "post" else "/api/bugs/{key}"
+        assert "413" in paths[path][method]["responses"], method
+    assert "413" not in paths["/api/bugs/{key}"]["get"]["responses"]
+    assert all("503" in operation["responses"] for operations in paths.values() for operation in operations.values())
 
 
 def test_a_delete_without_a_token_or_csrf_is_json(tramline):

@@ -5,13 +5,16 @@ The story: Alice works on Tramline Mobile's season pass renewal (the shared
 `TRAMLINE` records) and on Ledgerly's invoices. She has a REST API token.
 Her agent asks the MCP server what her scripts ask the REST API; for every
 question, errors included, the tool's structured content is the REST body,
-byte for byte once parsed.
+byte for byte once parsed. And whatever her agent sends as arguments
+(tests/fuzzing.py's values of every JSON type), it gets a result or a tool
+error that says what was wrong, never an internal error, a traceback or SQL.
 
 The server subprocesses need committed data, so this module stores its
 records once (outside the per-test transaction) and removes them at the
 end; each server is started once per module.
 """
 
+import contextlib
 import json
 import os
 import socket
@@ -25,10 +28,13 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import anyio
+import anyio.from_thread
 import pytest
 import tiktoken
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -43,6 +49,12 @@ from search import service
 from search.indexing import embed_pending
 
 from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
+from .fuzzing import FUZZ, leak, names_what_was_wrong, params_for, tally
+
+# Every test, so that pytest-django sets the test database up whichever of them
+# run: alice_token writes to (and empties) whatever database the connection names,
+# and without a django_db test selected that is the development database.
+pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL_LIST_BUDGET = 1200  # tokens (cl100k_base) for the whole tools/list answer
@@ -97,9 +109,6 @@ NEXT_PAGE = object()  # stands for the previous answer's next_cursor
 
 # (id, tool, arguments): every search parameter at least once, the other three
 # tools, and the errors a model makes.
-# Every test, even one run alone, gets the test database (the module's data is committed there).
-pytestmark = pytest.mark.django_db
-
 CASES = [
     ("search-defaults", "search", {"query": "renewal"}),
     (
@@ -212,6 +221,13 @@ def server_env(database: str) -> dict:
     return env
 
 
+def stdio_server(database: str) -> StdioServerParameters:
+    """`manage.py mcp --user alice` over stdio, on the test database."""
+    return StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp", "--user", "alice"], cwd=str(ROOT), env=server_env(database)
+    )
+
+
 # -- talking to the servers ----------------------------------------------------------------
 
 
@@ -231,12 +247,9 @@ def over_stdio(alice_token):
     """Everything the stdio server says, from one session: the tool list, the
     instructions, every case's answer and a resource."""
     _, database = alice_token
-    params = StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp", "--user", "alice"], cwd=str(ROOT), env=server_env(database)
-    )
 
     async def session():
-        async with Client(params) as client:
+        async with Client(stdio_server(database)) as client:
             tools = await client.list_tools()
             resource = await client.read_resource("backlog://bug/BUG-12")
             try:
@@ -313,7 +326,6 @@ def rest(client, token: str, tool: str, arguments: dict):
 CASE_IDS = [case_id for case_id, _, _ in CASES]
 
 
-@pytest.mark.django_db
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_each_tool_answers_what_rest_answers_over_stdio_and_http(case_id, over_stdio, over_http, alice_token, client):
     stdio, http = over_stdio["answers"][case_id], over_http[case_id]
@@ -384,7 +396,6 @@ def test_instructions_teach_search_then_get(over_stdio):
     assert len(instructions.splitlines()) <= 6
 
 
-@pytest.mark.django_db
 def test_a_record_is_a_resource(over_stdio, alice_token, client):
     _, body = rest(client, alice_token[0], "get", {"keys": ["BUG-12"]})
 
@@ -422,6 +433,55 @@ def test_the_acting_user_is_found_after_stale_connections_close_and_a_lost_datab
     assert failed and body["error"]["code"] == "database_unavailable"
     assert "server closed" not in body["error"]["message"]
     assert "Send the same request again in 2 seconds" in body["error"]["message"]
+
+
+# -- fuzzing: anything a model may send, through a real client session ----------------------
+
+TOOL_CALLS = st.sampled_from(list(server.TOOLS)).flatmap(lambda tool: st.tuples(st.just(tool), params_for(tool)))
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def fuzz_session(request, alice_token):
+    """(transport, call_tool): one client session, open for a whole hypothesis test.
+
+    Hypothesis runs its examples one by one in this thread, so the client lives
+    in anyio's blocking portal (an event loop in a thread of its own, which
+    enters and leaves the client's context in one task) and each example is one
+    `call_tool` through it. A session per example would start a server per example."""
+    key, database = alice_token
+
+    @contextlib.asynccontextmanager
+    async def connected():
+        if request.param == "stdio":
+            async with Client(stdio_server(database)) as client:
+                yield client
+        else:
+            url = request.getfixturevalue("http_server")
+            async with create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    yield client
+
+    with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(connected()) as client:
+        yield request.param, lambda tool, arguments: portal.call(client.call_tool, tool, arguments)
+
+
+@FUZZ
+@given(call=TOOL_CALLS)
+def test_any_arguments_get_a_result_or_a_tool_error_naming_what_was_wrong(fuzz_session, call):
+    transport, call_tool = fuzz_session
+    tool, arguments = call
+
+    result = call_tool(tool, arguments)
+
+    text, body = result.content[0].text, json.dumps(result.structured_content)
+    error = result.structured_content.get("error", {}) if result.is_error else {}
+    tally(f"MCP over {transport}", server_error=error.get("code") == "internal_error", body=text + body)
+    assert not leak(text) and not leak(body), text[:300]
+    if result.is_error:
+        assert error["code"] in ("invalid_request", "not_found"), text
+        assert text == error["message"] and names_what_was_wrong(tool, text), text
+    else:
+        assert json.loads(text) == result.structured_content
 
 
 # -- HTTP needs a token ----------------------------------------------------------------------
