@@ -83,9 +83,18 @@ def test_two_imports_racing_over_the_same_records_report_what_each_did(monkeypat
     for thread in threads:
         thread.join(timeout=60)
 
-    first, second = reports["first"], reports["second"]
-    assert first.written and second.written
-    assert first.created["bug"] + second.created["bug"] == 302  # each record created once
-    assert first.updated["bug"] + second.updated["bug"] == 300  # and the shared ones updated by the later
-    assert sorted((first.created["bug"], second.created["bug"])) == [1, 301]
-    assert Bug.objects.count() == 302
+    try:
+        first, second = reports["first"], reports["second"]
+        assert first.written and second.written
+        assert first.created["bug"] + second.created["bug"] == 302  # each record created once
+        assert first.updated["bug"] + second.updated["bug"] == 300  # and the shared ones updated by the later
+        assert sorted((first.created["bug"], second.created["bug"])) == [1, 301]
+        assert Bug.objects.count() == 302
+    finally:
+        # The keyword arm reads word frequencies from the column statistics,
+        # and autovacuum may have analyzed the index while these committed
+        # records were in it: later tests get the statistics of an empty one.
+        Bug.objects.all().delete()
+        Product.objects.all().delete()
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE search_document")

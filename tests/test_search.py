@@ -166,6 +166,8 @@ def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(co
     assert keys(response)[0] == "BUG-1"  # in the title
 
 
+# Sample buckets are a hash of record ids: the same ids whichever tests ran before.
+@pytest.mark.django_db(transaction=True, reset_sequences=True)
 @pytest.mark.parametrize(
     "sample, exact",
     [
