@@ -1,9 +1,10 @@
 """Middleware of the whole site."""
 
+from django.conf import settings
 from django.http import JsonResponse
 
 from backlog.db import database_unavailable
-from search.contract import DatabaseUnavailable
+from search.contract import DatabaseUnavailable, error_body
 
 
 class DatabaseUnavailableMiddleware:
@@ -24,3 +25,22 @@ class DatabaseUnavailableMiddleware:
             return None
         error = DatabaseUnavailable()
         return JsonResponse(error.body(), status=error.status, headers=error.headers())
+
+
+class RequestLineLimitMiddleware:
+    """A URL longer than REQUEST_LINE_MAX_BYTES (path and query string) is a
+    414 with the API's error body, before any view parses it. gunicorn's own
+    limit is off (`serve`): it would answer in plain text."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        size = len(request.path_info.encode()) + len(request.META.get("QUERY_STRING", ""))
+        if size > settings.REQUEST_LINE_MAX_BYTES:
+            message = (
+                f"The URL is {size:,} bytes, over the limit of {settings.REQUEST_LINE_MAX_BYTES:,} "
+                "(REQUEST_LINE_MAX_BYTES): shorten the query, or ask for fewer keys at a time."
+            )
+            return JsonResponse(error_body("uri_too_long", message), status=414)
+        return self.get_response(request)

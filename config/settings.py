@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: `runserver` leaves static files to WhiteNoise as well.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "config",  # for its management command `serve`
@@ -106,7 +108,11 @@ LOGIN_REDIRECT_URL = "/search/"
 LOGOUT_REDIRECT_URL = "ui:login"
 
 MIDDLEWARE = [
+    "config.middleware.RequestLineLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT (`collectstatic`, which `serve` runs), with
+    # hashed names cached for a year, compressed, by the app server itself.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -247,7 +253,12 @@ SEARCH_RANK_NORMALIZATION = envint("SEARCH_RANK_NORMALIZATION", 1)
 SEARCH_RANK_WEIGHTS = envstr("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.6,1.0")
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed names (app.4f2c1d.css): a new release never meets an old cached file.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 LOGGING = {
     "version": 1,
@@ -275,6 +286,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "URL_FORMAT_OVERRIDE": None,  # `format` is not a search parameter
 }
+
+# The longest URL (path and query string) any page or endpoint takes: 414 past it.
+REQUEST_LINE_MAX_BYTES = envint("REQUEST_LINE_MAX_BYTES", 16 * 1024)
 
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.
 IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", 64 * 1024 * 1024)

@@ -1,11 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from . import health
+
 admin.site.site_header = "QA Search curation"
 admin.site.site_title = "QA Search admin"
 admin.site.index_title = "Products, features, tests and bugs"
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
     path("", include("ui.urls")),

@@ -26,6 +26,13 @@ from rest_framework.test import APIClient
 from backlog.services import import_records
 
 
+@pytest.fixture(scope="session", autouse=True)
+def static_files():
+    """STATIC_ROOT collected once, as `serve` does: pages name hashed files
+    from its manifest, and WhiteNoise serves them from there."""
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
 def jsonl(*records: dict) -> str:
     return "".join(json.dumps(record) + "\n" for record in records)
 

@@ -1,12 +1,27 @@
 """`manage.py serve` prepares everything and says how to connect."""
 
 import io
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 
+import psutil
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db import connection
+from rest_framework.authtoken.models import Token
 
 from backlog.models import Bug
+
+from .conftest import ROOT
+from .test_mcp import server_env
 
 
 @pytest.mark.django_db
@@ -29,3 +44,87 @@ def test_serve_migrates_loads_demo_data_creates_the_admin_and_prints_how_to_conn
     assert Bug.objects.count() > 0
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.check_password("a-long-test-passphrase")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def fetch(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_stops_on_sigterm(monkeypatch):
+    """The real main job on free ports: gunicorn's workers answer the API and
+    pages, WhiteNoise the hashed static files, MCP over HTTP its own port; a
+    SIGTERM stops the server and every child."""
+    web, mcp = free_port(), free_port()
+    env = {**server_env(connection.settings_dict["NAME"]), "ADMIN_PASSWORD": "a-long-test-passphrase"}
+    env.update(SERVE_WORKERS="2", SERVE_THREADS="2", DEBUG="false", SECRET_KEY="serve-test")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", f"127.0.0.1:{web}", "--demo-records", "0", "--no-embed"]
+        + ["--mcp-port", str(mcp)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{web}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            try:
+                if fetch(f"{base}/healthz")[0] == 200 and fetch(f"http://127.0.0.1:{mcp}/mcp")[0] == 401:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "serve did not answer"
+            time.sleep(0.3)
+        server_children = psutil.Process(process.pid).children(recursive=True)
+
+        status, _, body = fetch(f"{base}/readyz")
+        assert (status, json.loads(body)["checks"]["database"]) == (200, "ok")
+        token = Token.objects.get(user__username="admin").key
+        status, _, body = fetch(f"{base}/api/search?query=renewal", {"Authorization": f"Token {token}"})
+        assert status == 200 and json.loads(body)["total"] == 0
+        status, _, page = fetch(f"{base}/accounts/login/")
+        stylesheet = re.search(r'href="(/static/[^"]+\.[0-9a-f]{12}\.css)"', page.decode()).group(1)
+        status, headers, _ = fetch(base + stylesheet, {"Accept-Encoding": "gzip"})
+        assert status == 200 and "max-age=315360000" in headers["Cache-Control"]
+        assert headers.get("Content-Encoding") == "gzip"
+        assert any("gunicorn" in " ".join(child.cmdline()) for child in server_children)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 128 + signal.SIGTERM
+    assert not [child for child in server_children if child.is_running() and child.status() != "zombie"]
+
+
+def test_health_answers_without_a_login_and_names_no_record(tramline, client):
+    alive = client.get("/healthz")
+    ready = client.get("/readyz")
+
+    assert (alive.status_code, alive.json()) == (200, {"status": "alive"})
+    assert ready.status_code == 200 and ready.json()["checks"]["database"] == "ok"
+    assert "BUG-12" not in ready.content.decode() and "documents" not in ready.content.decode()
+
+
+@pytest.mark.parametrize("path", ["/api/search", "/search/", "/admin/backlog/bug/"])
+def test_a_url_over_the_limit_is_a_414_in_json(db, client, path, settings):
+    settings.REQUEST_LINE_MAX_BYTES = 2000
+
+    response = client.get(path, {"query": "renewal " * 400})
+
+    assert response.status_code == 414
+    assert response.json()["error"]["code"] == "uri_too_long"
+    assert "REQUEST_LINE_MAX_BYTES" in response.json()["error"]["message"]

@@ -1,12 +1,18 @@
 """The main job: prepare everything, say how to connect, then serve.
 
-`handle` only prepares and prints; `inner_run` hands over to Django's
-runserver, as runserver itself splits parsing from serving.
+`handle` only prepares and prints; `inner_run` serves. The web app runs
+under gunicorn (sync Django on threads in a few worker processes: the
+ORM, the search SQL and the embedding model are all blocking calls, which
+an ASGI server would only hand to a thread pool again), as a child
+process beside two supervised ones: the embedding worker, and MCP over
+streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
+uvicorn). `--server runserver` keeps Django's development server.
 """
 
 import os
 import secrets
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,14 +34,30 @@ class Command(BaseCommand):
             action="store_true",
             help="do not run the embedding worker (`embed --watch`) beside the server",
         )
+        parser.add_argument(
+            "--server",
+            choices=["gunicorn", "runserver"],
+            default=os.environ.get("SERVE_SERVER", "gunicorn"),
+            help="gunicorn (default; SERVE_WORKERS processes x SERVE_THREADS threads) or Django's runserver",
+        )
+        parser.add_argument(
+            "--mcp-port",
+            type=int,
+            default=int(os.environ.get("SERVE_MCP_PORT", "8001")),
+            help="port of MCP over HTTP, served beside the app (0: not served)",
+        )
 
-    def handle(self, addrport, demo_records, no_serve, no_embed, **options):
+    def handle(self, addrport, demo_records, no_serve, no_embed, server, mcp_port, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("Database migrated.")
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated, static files collected.")
         if demo_records:
             call_command("seed_demo", records=demo_records, if_empty=True, stdout=self.stdout)
         username, password_note = self.ensure_admin()
-        base = f"http://{addrport if ':' in addrport else '127.0.0.1:' + addrport}"
+        if ":" not in addrport:
+            addrport = f"127.0.0.1:{addrport}"
+        base = f"http://{addrport}"
+        host = addrport.rsplit(":", 1)[0]
         token = self.ensure_token(username)
         python, manage = sys.executable, Path(settings.BASE_DIR) / "manage.py"
         self.stdout.write(
@@ -50,33 +72,52 @@ class Command(BaseCommand):
             "  Connect an MCP client (details in docs/mcp.md):\n"
             f"    stdio:   {python} {manage} mcp\n"
             f"             e.g. claude mcp add qa-search -- {python} {manage} mcp\n"
-            f"    HTTP:    {python} {manage} mcp --transport http --port 8001\n"
-            f"             then http://127.0.0.1:8001/mcp with header Authorization: Bearer {token}\n"
+            + (
+                f"    HTTP:    http://{host}:{mcp_port}/mcp (served now) with header Authorization: Bearer {token}\n"
+                if mcp_port and not no_serve
+                else f"    HTTP:    {python} {manage} mcp --transport http --port 8001\n"
+                f"             then http://127.0.0.1:8001/mcp with header Authorization: Bearer {token}\n"
+            )
+            + f"  Health:    {base}/healthz (alive), {base}/readyz (database and index)\n"
         )
         if not no_serve:
-            self.inner_run(addrport, embed=not no_embed)
+            self.inner_run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port)
 
-    def inner_run(self, addrport, embed: bool):
+    def inner_run(self, addrport: str, embed: bool, server: str, mcp_port: int):
+        from django.db import connections
+
         from search.health import EMBEDDING_WORKER
         from search.worker import Supervisor
 
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
-        # Ctrl-C: the worker is stopped and the embedded database detached.
+        # Ctrl-C: the children are stopped and the embedded database detached.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-        worker = None
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        helpers = []
         if embed:
-            # The embedding worker runs beside the server, is started again
-            # when it dies (search/worker.py), and stops with the server.
-            command = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "embed", "--watch", "--no-progress"]
-            worker = Supervisor(EMBEDDING_WORKER, command)
-            worker.start()
+            # Each runs beside the server, is started again when it dies
+            # (search/worker.py), and stops with the server.
+            helpers.append(Supervisor(EMBEDDING_WORKER, [sys.executable, manage, "embed", "--watch", "--no-progress"]))
+        if mcp_port:
+            host = addrport.rsplit(":", 1)[0]
+            command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]
+            helpers.append(Supervisor("mcp-http", command))
+        for helper in helpers:
+            helper.start()
+        web = None
         try:
-            # insecure_serving: static files from the app folders with DEBUG off
-            # too (runserver serves them only in debug mode otherwise).
-            call_command("runserver", addrport, use_reloader=False, insecure_serving=True)
+            if server == "runserver":
+                call_command("runserver", addrport, use_reloader=False)
+                return
+            connections.close_all()  # nothing of this process's is shared with the server's
+            web = subprocess.Popen(gunicorn_command(addrport))
+            web.wait()
         finally:
-            if worker is not None:
-                worker.stop()
+            if web is not None and web.poll() is None:
+                web.terminate()  # gunicorn's graceful stop: requests in hand are answered
+                web.wait(60)
+            for helper in helpers:
+                helper.stop()
 
     def embedding_status(self, no_embed: bool) -> str:
         from search.service import health as index_health
@@ -115,3 +156,36 @@ class Command(BaseCommand):
         if os.environ.get("DATABASE_URL"):
             return "DATABASE_URL"
         return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
+
+
+def gunicorn_command(addrport: str) -> list[str]:
+    """gunicorn serving config.wsgi at `addrport`: SERVE_WORKERS processes
+    (default: two a core) of SERVE_THREADS threads (default 4), each request
+    at most SERVE_TIMEOUT seconds. The request line is not limited here:
+    Django answers one over REQUEST_LINE_MAX_BYTES with a 414 in JSON
+    (config.middleware), where gunicorn would answer in plain text."""
+    workers = os.environ.get("SERVE_WORKERS") or str(2 * (os.cpu_count() or 1))
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "--bind",
+        addrport,
+        "--worker-class",
+        "gthread",
+        "--workers",
+        workers,
+        "--threads",
+        os.environ.get("SERVE_THREADS", "4"),
+        "--timeout",
+        os.environ.get("SERVE_TIMEOUT", "60"),
+        "--graceful-timeout",
+        "30",
+        "--limit-request-line",
+        "0",
+        "--access-logfile",
+        "-" if os.environ.get("SERVE_ACCESS_LOG") else "/dev/null",
+        "--chdir",
+        str(settings.BASE_DIR),
+    ]

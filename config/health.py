@@ -1,0 +1,42 @@
+"""Health endpoints for a load balancer or an orchestrator.
+
+`/healthz`: the process answers (liveness; touches nothing else).
+`/readyz`: it can serve searches: the database answers and is migrated,
+and the embedding model can run (without it searches fall back to
+keyword, `degraded` says so). Neither needs a login, so neither says
+anything of the records: no counts, no keys.
+"""
+
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from backlog.db import database_unavailable
+
+
+@never_cache
+@require_safe
+def healthz(request):
+    return JsonResponse({"status": "alive"})
+
+
+@never_cache
+@require_safe
+def readyz(request):
+    from search.embeddings import unavailable_reason
+    from search.health import worker_health
+
+    checks = {}
+    try:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        checks["database"] = "ok" if not pending else f"{len(pending)} migration(s) not applied: run migrate"
+        worker = worker_health(0)
+        checks["embedding_worker"] = worker.state if worker else "not supervised"
+    except DatabaseError as exc:
+        checks["database"] = "unreachable" if database_unavailable(exc) else "failing"
+    checks["embedding_model"] = unavailable_reason() or "ok"
+    ready = checks["database"] == "ok"
+    return JsonResponse({"status": "ready" if ready else "not ready", "checks": checks}, status=200 if ready else 503)
