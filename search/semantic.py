@@ -6,6 +6,8 @@ access rule are in the statement's WHERE, as in the keyword arm.
 """
 
 import logging
+import threading
+from collections import OrderedDict
 
 import numpy as np
 from django.conf import settings
@@ -24,7 +26,7 @@ def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) ->
     when the model cannot embed it (search.engine falls back to keyword)."""
     provider = get_provider()
     try:
-        vector = provider.embed_query(text)
+        vector = _query_vector(provider, text)
     except EmbeddingError:
         raise
     except Exception as exc:  # a plug-in's own failure (a cache folder it cannot write, a broken file)
@@ -33,6 +35,29 @@ def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) ->
     result = nearest(vector, provider.model_id, scope, depth, keyword.query if keyword else "")
     result.vector = vector
     return result
+
+
+QUERY_VECTORS = 1024  # the last queries' vectors this process keeps
+_query_vectors: OrderedDict[tuple[int, str, str], np.ndarray] = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
+def _query_vector(provider, text: str) -> np.ndarray:
+    """The query's vector, from the last QUERY_VECTORS queries when asked
+    again: the next page (a cursor), the same search from the UI and the
+    API, an agent's retry. Embedding a query is most of a hybrid search's
+    CPU time; a vector depends only on the model and the text."""
+    key = (id(provider), provider.model_id, text)
+    with _query_vectors_lock:
+        if (vector := _query_vectors.get(key)) is not None:
+            _query_vectors.move_to_end(key)
+            return vector
+    vector = provider.embed_query(text)
+    with _query_vectors_lock:
+        _query_vectors[key] = vector
+        while len(_query_vectors) > QUERY_VECTORS:
+            _query_vectors.popitem(last=False)
+    return vector
 
 
 def feedback(result: ArmResult, top_ids: list[int], scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:

@@ -448,3 +448,22 @@ def test_an_unreachable_endpoint_names_the_url_setting(monkeypatch):
     with override_settings(**OPENAI_SETTINGS):  # port 9 (discard) has no listener here
         with pytest.raises(EmbeddingError, match="Could not reach.*EMBEDDING_API_URL"):
             get_provider().embed_query("t0")
+
+
+@pytest.mark.django_db
+def test_a_query_asked_again_is_embedded_once(monkeypatch):
+    from search import semantic
+    from search.embeddings import get_provider
+    from search.scope import Scope
+
+    provider = get_provider()
+    asked = []
+    embed = provider.embed_query
+    monkeypatch.setattr(provider, "embed_query", lambda text: asked.append(text) or embed(text))
+    text = "season pass renewal, asked by two pages of one search"
+
+    first = semantic.for_query(text, Scope(), 10, None)
+    again = semantic.for_query(text, Scope(), 10, None)
+
+    assert asked == [text]
+    assert again.vector is first.vector  # the very vector kept
