@@ -79,6 +79,12 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+# Behind HTTPS (a load balancer or proxy that terminates TLS): cookies only
+# over HTTPS, HSTS, and the proxy's X-Forwarded-Proto trusted. docs/deploy.md.
+if envbool("SECURE_COOKIES", False):
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 3600)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
