@@ -85,6 +85,9 @@ class Document(models.Model):
             # Newest first, ties by id: the recent candidates of a broad query.
             models.Index(fields=["updated_at", "id"], name="search_document_updated"),
             models.Index(fields=["created_at"], name="search_document_created"),
+            # A record's neighbours in time, and the records of a feature (timeline, get).
+            models.Index(fields=["feature_id", "created_at", "id"], name="search_document_feature_time"),
+            models.Index(fields=["product_id", "created_at", "id"], name="search_document_product_time"),
             models.Index(
                 fields=["id"],
                 name="search_document_stale",
