@@ -20,6 +20,7 @@ import psutil
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
+from django.utils.functional import empty
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -28,9 +29,19 @@ from backlog.services import import_records
 
 @pytest.fixture(scope="session", autouse=True)
 def static_files():
-    """STATIC_ROOT collected once, as `serve` does: pages name hashed files
-    from its manifest, and WhiteNoise serves them from there."""
-    call_command("collectstatic", interactive=False, verbosity=0)
+    """Pages in process name static files as the app folders hold them: the
+    live server of the browser tests serves them from there (Django's
+    StaticFilesHandler), and nothing depends on a collectstatic having run.
+    Hashed names from the manifest, compressed and served by WhiteNoise, are
+    checked on the real server (test_serve.py runs `serve`)."""
+    from django.conf import settings
+    from django.contrib.staticfiles.storage import staticfiles_storage
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    staticfiles_storage._wrapped = empty
 
 
 def jsonl(*records: dict) -> str:
