@@ -56,6 +56,12 @@ def exception_handler(exc, context):
         # A write raced another one for the same key (the checks before it passed).
         logger.warning("a write lost a race: %s", exc)
         exc = Conflict("Another request wrote a record with the same key at the same time; send yours again.")
+    if isinstance(exc, exceptions.Throttled):
+        wait = f" Try again in {exc.wait:.0f} s." if exc.wait is not None else ""
+        exc = exceptions.Throttled(
+            exc.wait,
+            f"Too many searches: {settings.SEARCH_RATE_LIMIT} per user (SEARCH_RATE_LIMIT).{wait}",
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

@@ -35,7 +35,7 @@ from search.contract import (
     error_body,
 )
 
-from . import filters, schema, serializers
+from . import filters, schema, serializers, throttles
 from .errors import Conflict
 from .parsers import PARSERS
 
@@ -46,6 +46,7 @@ class OperationView(APIView):
     """GET: one search.service operation; a `key` in the path joins the query parameters."""
 
     operation: str
+    throttle_classes = [throttles.SearchRateThrottle]
 
     def get(self, request, key: str | None = None):
         params = request.query_params

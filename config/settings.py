@@ -296,6 +296,13 @@ REST_FRAMEWORK = {
 # The longest URL (path and query string) any page or endpoint takes: 414 past it.
 REQUEST_LINE_MAX_BYTES = envint("REQUEST_LINE_MAX_BYTES", 16 * 1024)
 
+# Searches (search, similar, records, timeline) a user may send over REST,
+# like "600/min" ("off": no limit): a 429 with Retry-After past it (api/throttles.py).
+SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
+# The throttle's counts, shared by every worker and app server: a table of
+# the database (`createcachetable`, which `serve` runs and tests get).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "django_cache"}}
+
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.
 IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", 64 * 1024 * 1024)
 

@@ -20,7 +20,6 @@ import psutil
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
-from django.utils.functional import empty
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -28,20 +27,29 @@ from backlog.services import import_records
 
 
 @pytest.fixture(scope="session", autouse=True)
-def static_files():
+def in_process_settings():
     """Pages in process name static files as the app folders hold them: the
     live server of the browser tests serves them from there (Django's
     StaticFilesHandler), and nothing depends on a collectstatic having run.
     Hashed names from the manifest, compressed and served by WhiteNoise, are
     checked on the real server (test_serve.py runs `serve`)."""
     from django.conf import settings
-    from django.contrib.staticfiles.storage import staticfiles_storage
+    from django.test.utils import override_settings
 
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    staticfiles_storage._wrapped = empty
+    # override_settings, not an assignment: its setting_changed signal resets
+    # the storages already built (a module may have asked for one on import).
+    in_process = override_settings(
+        STORAGES={
+            **settings.STORAGES,
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        },
+        # The suite sends many searches a minute as one user; test_serve.py
+        # turns the limit on where it is the point.
+        SEARCH_RATE_LIMIT="off",
+    )
+    in_process.enable()
+    yield
+    in_process.disable()
 
 
 def jsonl(*records: dict) -> str:

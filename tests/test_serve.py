@@ -128,3 +128,17 @@ def test_a_url_over_the_limit_is_a_414_in_json(db, client, path, settings):
     assert response.status_code == 414
     assert response.json()["error"]["code"] == "uri_too_long"
     assert "REQUEST_LINE_MAX_BYTES" in response.json()["error"]["message"]
+
+
+def test_searches_over_the_rate_limit_are_a_429_for_that_user_only(tramline, reader, curator, settings):
+    settings.SEARCH_RATE_LIMIT = "3/min"
+
+    answers = [reader.get("/api/search", {"query": "renewal"}) for _ in range(4)]
+    other = curator.get("/api/timeline/BUG-12")
+
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    refused = answers[-1]
+    assert refused.json()["error"]["code"] == "throttled"
+    assert "3/min per user (SEARCH_RATE_LIMIT)" in refused.json()["error"]["message"]
+    assert 0 < int(refused.headers["Retry-After"]) <= 60
+    assert other.status_code == 200  # another token has its own budget
