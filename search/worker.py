@@ -11,9 +11,12 @@ health and the dashboard show from any process.
 """
 
 import collections
+import ctypes
 import logging
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -29,6 +32,17 @@ BACKOFF_MAX = 60.0
 STABLE_AFTER = 60.0
 HEARTBEAT_SECONDS = 10.0
 STDERR_LINES = 20
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child about to run (Popen's preexec_fn): on Linux, the kernel sends
+    it SIGTERM when the process that started it dies, even by SIGKILL, so a
+    killed `serve` leaves no server or worker behind. Elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Supervisor:
@@ -73,7 +87,12 @@ class Supervisor:
     def _run_once(self) -> tuple[int, str]:
         """Run the worker until it exits; its exit status and the tail of its stderr."""
         self.process = subprocess.Popen(
-            self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=die_with_parent,
         )
         tail = collections.deque(maxlen=STDERR_LINES)
         reader = threading.Thread(target=lambda: tail.extend(self.process.stderr), daemon=True)

@@ -48,6 +48,7 @@ def in_process_settings():
         SEARCH_RATE_LIMIT="off",
     )
     in_process.enable()
+    Path(settings.STATIC_ROOT).mkdir(exist_ok=True)  # WhiteNoise warns of a missing one
     yield
     in_process.disable()
 

@@ -88,7 +88,7 @@ class Command(BaseCommand):
         from django.db import connections
 
         from search.health import EMBEDDING_WORKER
-        from search.worker import Supervisor
+        from search.worker import Supervisor, die_with_parent
 
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
         # Ctrl-C: the children are stopped and the embedded database detached.
@@ -111,7 +111,7 @@ class Command(BaseCommand):
                 call_command("runserver", addrport, use_reloader=False)
                 return
             connections.close_all()  # nothing of this process's is shared with the server's
-            web = subprocess.Popen(gunicorn_command(addrport))
+            web = subprocess.Popen(gunicorn_command(addrport), preexec_fn=die_with_parent)
             web.wait()
         finally:
             if web is not None and web.poll() is None:
