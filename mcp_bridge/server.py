@@ -28,6 +28,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
+from api.throttles import within_search_rate
 from backlog.db import database_unavailable
 from search import service
 from search.contract import (
@@ -146,7 +147,9 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
     inside the error handling, because finding the user reads the database too."""
     close_old_connections()
     try:
-        return service.call(operation, arguments, acting_user()), False
+        user = acting_user()
+        within_search_rate(user)  # the budget REST searches count against too
+        return service.call(operation, arguments, user), False
     except SearchError as error:
         return error.body(), True
     except Exception as error:
