@@ -24,6 +24,8 @@ from rest_framework.views import set_rollback
 from backlog.db import database_unavailable
 from search.contract import DatabaseUnavailable, SearchError, error_body
 
+from . import throttles
+
 logger = logging.getLogger(__name__)
 
 # DRF's codes, where ours are more telling or match search.contract's.
@@ -57,11 +59,7 @@ def exception_handler(exc, context):
         logger.warning("a write lost a race: %s", exc)
         exc = Conflict("Another request wrote a record with the same key at the same time; send yours again.")
     if isinstance(exc, exceptions.Throttled):
-        wait = f" Try again in {exc.wait:.0f} s." if exc.wait is not None else ""
-        exc = exceptions.Throttled(
-            exc.wait,
-            f"Too many searches: {settings.SEARCH_RATE_LIMIT} per user (SEARCH_RATE_LIMIT).{wait}",
-        )
+        exc = exceptions.Throttled(exc.wait, throttles.too_many(exc.wait))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

@@ -112,12 +112,11 @@ def add_error_responses(result, generator, request, public):
             if method == "delete":
                 errors["409"] = "other records still name this one"
             if method in ("post", "put", "patch"):
-                errors.setdefault("409", "another request wrote a record with the same key at the same time")
+                errors["409"] = "another request wrote a record with the same key at the same time"
+                errors["413"] = "the body is over the limit (DATA_UPLOAD_MAX_MEMORY_SIZE; import: IMPORT_MAX_BYTES)"
             errors["414"] = "the URL is over REQUEST_LINE_MAX_BYTES"
             if method == "get" and path.startswith(("/api/search", "/api/similar", "/api/records", "/api/timeline")):
                 errors["429"] = "more searches than SEARCH_RATE_LIMIT for this user; see Retry-After"
-            if method in ("post", "put", "patch"):
-                errors["413"] = "the body is over the limit (DATA_UPLOAD_MAX_MEMORY_SIZE; import: IMPORT_MAX_BYTES)"
             # Any request may find the database away; a search may ask for mode=semantic
             # when no model can run. Both say when to ask again (Retry-After).
             errors["503"] = "the database is unavailable, or mode=semantic cannot run; see Retry-After"

@@ -35,6 +35,12 @@ class SearchRateThrottle(UserRateThrottle):
         return super().allow_request(request, view)
 
 
+def too_many(wait: float | None) -> str:
+    """What a caller over the limit is told, on every surface."""
+    again = f" Try again in {wait:.0f} s." if wait is not None else ""
+    return f"Too many searches: {settings.SEARCH_RATE_LIMIT} per user (SEARCH_RATE_LIMIT).{again}"
+
+
 def within_search_rate(user) -> None:
     """Count one search of `user` (None: the operator, never limited);
     RateLimited, saying when to ask again, past SEARCH_RATE_LIMIT."""
@@ -42,6 +48,4 @@ def within_search_rate(user) -> None:
         return
     throttle = SearchRateThrottle()
     if not throttle.allow_request(SimpleNamespace(user=user), None):
-        wait = throttle.wait()
-        again = f" Try again in {wait:.0f} s." if wait is not None else ""
-        raise RateLimited(f"Too many searches: {settings.SEARCH_RATE_LIMIT} per user (SEARCH_RATE_LIMIT).{again}")
+        raise RateLimited(too_many(throttle.wait()))

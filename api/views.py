@@ -13,6 +13,7 @@ from itertools import chain, repeat
 
 from django.db.models import ProtectedError
 from django.http import Http404
+from django.utils.text import capfirst
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import permissions, status, viewsets
@@ -144,14 +145,8 @@ class ProductViewSet(RecordViewSet):
     def create(self, request, *args, **kwargs):
         # Checked before the body: its key is not even looked at.
         if not access.sees_all_products(request.user):
-            raise PermissionDenied(NEW_PRODUCTS)
+            raise PermissionDenied(f"{capfirst(access.ADDS_PRODUCTS)}.")
         return super().create(request, *args, **kwargs)
-
-
-NEW_PRODUCTS = (
-    "Only someone who sees every product (a superuser, or the access_all_products permission) adds products; "
-    "ask them to add the product and put it on your team."
-)
 
 
 @summaries("feature", "features")

@@ -19,6 +19,11 @@ from django.db.models import QuerySet
 from .models import Product
 
 ALL_PRODUCTS = "backlog.access_all_products"
+# What anyone else who tries to add a product is told (REST, import).
+ADDS_PRODUCTS = (
+    "only someone who sees every product (a superuser, or the access_all_products permission) adds products; "
+    "ask them to add the product and put it on your team"
+)
 
 
 def sees_all_products(user) -> bool:

@@ -224,12 +224,6 @@ class _Stored:
     product_id: int  # its product (a product's own id), for consistency and access
 
 
-NEW_PRODUCTS = (
-    "only someone who sees every product (a superuser, or the access_all_products permission) adds products; "
-    "ask them to add the product and put it on your team"
-)
-
-
 def _stored(keys: set[str]) -> dict[str, _Stored]:
     """The records already in the database under any of `keys`, of any kind,
     by their key in upper case."""
@@ -258,7 +252,8 @@ def _resolve(
     in_file = {p.record.key.upper(): p for p in parsed}
     named = {key for p in parsed for key in p.record.relations().values()}
     stored = _stored(set(in_file) | named)
-    hidden = {key for key, s in stored.items() if products is not None and s.product_id not in products}
+    allowed = None if products is None else set(products)
+    hidden = {key for key, s in stored.items() if allowed is not None and s.product_id not in allowed}
 
     rejected: set[str] = set()
 
@@ -270,8 +265,8 @@ def _resolve(
         folded = p.record.key.upper()
         other = stored.get(folded)
         if products is not None and p.record.kind == "product":
-            # Whether the product exists or not: the same words.
-            reject(p, NEW_PRODUCTS) if folded in hidden or other is None else None
+            if folded in hidden or other is None:  # whether the product exists or not: the same words
+                reject(p, access.ADDS_PRODUCTS)
         elif folded in hidden:
             reject(p, key_taken_message(p.record.key).rstrip("."))
         elif other and other.kind != p.record.kind:
@@ -443,10 +438,11 @@ def _write(plan: _Plan, progress: Progress) -> ImportReport:
             written = bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",))
             written_ids.update((key.upper(), pk) for key, (pk, _) in written.items())
             inserted = sum(new for _, new in written.values())
-            done.created.update({kind: inserted} if inserted else {})
-            done.updated.update({kind: len(written) - inserted} if len(written) > inserted else {})
+            done.created[kind] += inserted
+            done.updated[kind] += len(written) - inserted
             bar.update(len(batch))
     bar.close()
+    done.created, done.updated = +done.created, +done.updated  # without the kinds at 0
     return done
 
 

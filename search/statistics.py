@@ -23,6 +23,10 @@ from .scope import Scope
 from .sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 
 _stats_cache: dict = {"at": 0.0}
+# products -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
+_scoped_n: dict[tuple[int, ...], tuple[float, float]] = {}
+CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
+CACHE_SECONDS = 30
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
@@ -30,15 +34,21 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
     """(N, lexeme -> fraction of documents) from the planner's statistics; for
     some `products` only, (their N counted, no fractions)."""
     if products is not None:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(products)])
-            return float(max(cursor.fetchone()[0], 1)), {}
-    if time.monotonic() - _stats_cache["at"] < 30:
+        key = tuple(products)
+        at, n = _scoped_n.get(key, (0.0, 0.0))
+        if time.monotonic() - at >= CACHE_SECONDS:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(key)])
+                n = float(max(cursor.fetchone()[0], 1))
+            if n >= CACHED_FROM:
+                _scoped_n[key] = (time.monotonic(), n)
+        return n, {}
+    if time.monotonic() - _stats_cache["at"] < CACHE_SECONDS:
         return _stats_cache["n"], _stats_cache["freq"]
     with connection.cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
         reltuples = cursor.fetchone()[0]
-        if reltuples is None or reltuples < 10_000:
+        if reltuples is None or reltuples < CACHED_FROM:
             cursor.execute("SELECT count(*) FROM search_document")
             counted = cursor.fetchone()[0]
             if counted != reltuples:
@@ -56,7 +66,7 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
         if elements:
             freq.update({e.strip('"'): f for e, f in zip(elements.strip("{}").split(","), freqs, strict=False)})
     # Only cache for a large corpus; a small one is counted every time, cheaply.
-    if reltuples >= 10_000:
+    if reltuples >= CACHED_FROM:
         _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
     return float(max(reltuples, 1)), freq
 
@@ -118,17 +128,24 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
         df.update(common := _sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
     if to_count and products is not None:
-        parts, params = [], {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products)}
-        for i, q in enumerate(to_count):
-            parts.append(
-                f"SELECT {i}, (SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ "
-                f"%(q{i})s::tsquery AND product_id = ANY(%(products)s) LIMIT %(cap)s) s)"
-            )
-            params[f"q{i}"] = q
-        with connection.cursor() as cursor:
-            cursor.execute(" UNION ALL ".join(parts), params)
-            df.update({to_count[i]: float(count) for i, count in cursor.fetchall()})
+        counted = _count_each(
+            to_count,
+            "SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {q}::tsquery "
+            "AND product_id = ANY(%(products)s) LIMIT %(cap)s) s",
+            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products)},
+        )
+        df.update({q: float(count) for q, count in counted.items()})
     return n, df
+
+
+def _count_each(tsqueries: list[str], count_sql: str, params: dict) -> dict[str, int]:
+    """`count_sql` (a count with `{q}` where the tsquery goes) for each of
+    `tsqueries`, in one statement. Each tsquery is written out in its own
+    subquery, so the planner weighs each word by its own frequency."""
+    parts = [f"SELECT {i}, ({count_sql.format(q=f'%(q{i})s')})" for i in range(len(tsqueries))]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), {**params, **{f"q{i}": q for i, q in enumerate(tsqueries)}})
+        return {tsqueries[i]: count for i, count in cursor.fetchall()}
 
 
 SAMPLED_DOCUMENTS = 2000
@@ -142,22 +159,14 @@ def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[st
     word exactly reads much of the table, and a capped count would put every
     common word at the cap, where the keyword arm's plans cannot tell them apart."""
     buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
-    params = {
-        "products": list(products),
-        "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets)),
-    }
-    parts = []
-    for i, q in enumerate(tsqueries):
-        parts.append(
-            f"SELECT {i}, (SELECT count(*) FROM search_document WHERE search_vector @@ %(q{i})s::tsquery "
-            "AND search_markers @@ %(buckets)s::tsquery AND product_id = ANY(%(products)s))"
-        )
-        params[f"q{i}"] = q
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        scale = SAMPLE_BUCKETS / buckets
-        estimates = {tsqueries[i]: count * scale for i, count in cursor.fetchall()}
-    return {q: df for q, df in estimates.items() if df > settings.SEARCH_EXACT_LIMIT}
+    counted = _count_each(
+        tsqueries,
+        "SELECT count(*) FROM search_document WHERE search_vector @@ {q}::tsquery "
+        "AND search_markers @@ %(buckets)s::tsquery AND product_id = ANY(%(products)s)",
+        {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
+    )
+    scale = SAMPLE_BUCKETS / buckets
+    return {q: count * scale for q, count in counted.items() if count * scale > settings.SEARCH_EXACT_LIMIT}
 
 
 def idf(n: float, df: float) -> float:

@@ -23,7 +23,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from rest_framework.test import APIClient
 
-from backlog import access, services
+from backlog import access
 from backlog.models import Bug, Product
 from backlog.services import import_records
 from search import service
@@ -213,7 +213,7 @@ def test_carol_imports_into_tramline_but_adds_no_product(carol):
 
     assert accepted.written and accepted.created["bug"] == 1
     assert not refused.written
-    assert [problem.message for problem in refused.problems] == [services.NEW_PRODUCTS]
+    assert [problem.message for problem in refused.problems] == [access.ADDS_PRODUCTS]
     assert not Product.objects.filter(key="PRD-3").exists()
 
 
