@@ -4,7 +4,7 @@ Django's PostgreSQL backend binds parameters on the client, so `key__in`
 with ten thousand keys, or `bulk_create` of ten thousand rows, spends most of
 its time quoting values in Python. Here the keys travel as one array
 parameter bound by the server, and rows arrive by COPY into a temporary
-table, followed by one `INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE`
+table, followed by one `INSERT ... SELECT ... ON CONFLICT (upper(key)) DO UPDATE`
 (the shape Wagtail uses for its index upsert). Same transaction as the
 caller: these run on Django's connection.
 """
@@ -64,7 +64,10 @@ def upsert(
             sql.SQL(
                 "INSERT INTO {table} ({names}) SELECT {names} FROM {staging} "
                 # xmax is 0 on a row version this statement inserted.
-                "ON CONFLICT (key) DO UPDATE SET {updates} RETURNING key, id, xmax = 0"
+                # upper(key): the table's one unique index on keys (models.unique_key).
+                # With a second one, an insert racing another import's could
+                # fail on the index ON CONFLICT does not watch.
+                "ON CONFLICT (upper(key)) DO UPDATE SET {updates} RETURNING key, id, xmax = 0"
             ).format(table=sql.Identifier(table), names=names, staging=staging, updates=updates)
         )
         ids = {key: (pk, inserted) for key, pk, inserted in cursor.fetchall()}

@@ -84,7 +84,9 @@ def derived_from_raw_data(key: str) -> models.GeneratedField:
 class Record(models.Model):
     """Fields every kind shares."""
 
-    key = models.CharField(max_length=64, unique=True, validators=[key_validator])
+    # Unique through unique_key (upper(key)), the one unique index import's
+    # upsert names as its arbiter; this index serves exact lookups.
+    key = models.CharField(max_length=64, db_index=True, validators=[key_validator])
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
 
