@@ -7,6 +7,7 @@ access rule are in the statement's WHERE, as in the keyword arm.
 
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -37,8 +38,9 @@ def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) ->
     return result
 
 
-QUERY_VECTORS = 1024  # the last queries' vectors this process keeps
-_query_vectors: OrderedDict[tuple[int, str, str], np.ndarray] = OrderedDict()
+QUERY_VECTORS = 1024  # the last queries' vectors this process keeps, per provider
+# provider -> text -> vector; a provider built anew (other settings) starts empty.
+_query_vectors: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _query_vectors_lock = threading.Lock()
 
 
@@ -47,16 +49,16 @@ def _query_vector(provider, text: str) -> np.ndarray:
     again: the next page (a cursor), the same search from the UI and the
     API, an agent's retry. Embedding a query is most of a hybrid search's
     CPU time; a vector depends only on the model and the text."""
-    key = (id(provider), provider.model_id, text)
     with _query_vectors_lock:
-        if (vector := _query_vectors.get(key)) is not None:
-            _query_vectors.move_to_end(key)
+        kept = _query_vectors.setdefault(provider, OrderedDict())
+        if (vector := kept.get(text)) is not None:
+            kept.move_to_end(text)
             return vector
     vector = provider.embed_query(text)
     with _query_vectors_lock:
-        _query_vectors[key] = vector
-        while len(_query_vectors) > QUERY_VECTORS:
-            _query_vectors.popitem(last=False)
+        kept[text] = vector
+        while len(kept) > QUERY_VECTORS:
+            kept.popitem(last=False)
     return vector
 
 
