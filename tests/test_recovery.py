@@ -60,8 +60,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(env: dict, *options: str):
-    """`manage.py serve` on a free port, until it answers; stopped (SIGTERM) afterwards."""
+    """`manage.py serve` on a free port, until it answers; stopped (SIGTERM) afterwards.
+
+    With runserver and no MCP server: one app process attached to the database,
+    as these recoveries were measured. Under gunicorn's several workers the
+    immediate stop raced a worker's reconnect in clean checkouts (issue 17
+    takes the multi-process case up); test_serve.py covers gunicorn itself."""
     port = free_port()
+    options = ("--server", "runserver", "--mcp-port", "0", *options)
     process = manage("serve", f"127.0.0.1:{port}", "--demo-records", "0", *options, env=env, background=True)
     try:
         token = None
