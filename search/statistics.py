@@ -110,7 +110,12 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
     for q in set(tsqueries):
         lexemes = _LEXEME.findall(q)
         if len(set(lexemes)) == 1 and lexemes[0] in freq:
-            df[q] = freq[lexemes[0]] * n  # a word, or a word and its prefix
+            # A word, or a word and its prefix. Rounded to whole documents:
+            # the statistics keep fractions as float4, and a df read from them
+            # must equal the same df counted (a small corpus, just analyzed,
+            # is counted when its statistics go stale), not differ in its
+            # eighth digit and move a score with autovacuum.
+            df[q] = float(max(round(freq[lexemes[0]] * n), 1))
         else:
             to_count.append(q)
     if to_count and products is None:  # rare words: through the GIN index, one statement

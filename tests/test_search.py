@@ -212,6 +212,25 @@ def months_of_bugs(db):
     return records[1:]
 
 
+def test_a_word_counts_as_many_documents_from_the_statistics_as_counted(months_of_bugs):
+    """The column statistics keep fractions as float4: a df read from them is
+    whole documents, the same as when the words are counted, so a score does
+    not move in its eighth digit when autovacuum analyzes (seen as REST and
+    MCP answers differing)."""
+    from django.db import connection
+
+    from search import statistics
+
+    statistics._stats_cache["at"] = 0.0
+    n, freq = statistics.corpus()
+    assert "freez" in freq and "crash" in freq  # read from the statistics, not counted
+    _, df = statistics.document_frequencies(["'freez'", "'crash'", "'number'"])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_document WHERE search_vector @@ 'freez'::tsquery")
+        freezes = cursor.fetchone()[0]
+    assert (n, df) == (513.0, {"'freez'": float(freezes), "'crash'": 64.0, "'number'": 512.0})
+
+
 def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(months_of_bugs, settings):
     from search.statistics import recent_months
 
