@@ -99,13 +99,18 @@ def request_reads(method: str):
 
 
 def _fresh(alias: str) -> bool:
-    at, fresh = _checked.get(alias, (-math.inf, False))
+    at, fresh = _checked.get(alias, (-math.inf, True))
     if time.monotonic() - at < LAG_CHECK_SECONDS:
         return fresh
-    behind = lag(alias)
+    was, behind = fresh, lag(alias)
     fresh = behind is not None and behind <= settings.DATABASE_REPLICA_MAX_LAG
-    if behind is not None and not fresh:
-        logger.warning("Replica %s is %.1f s behind the primary: reading from the primary", alias, behind)
+    if fresh != was:  # said when it changes, not at every check
+        if behind is None:
+            logger.warning("Replica %s does not answer as a standby: reading from the primary", alias)
+        elif not fresh:
+            logger.warning("Replica %s is %.1f s behind the primary: reading from the primary", alias, behind)
+        else:
+            logger.warning("Replica %s has caught up: reading from it again", alias)
     _checked[alias] = (time.monotonic(), fresh)
     return fresh
 
@@ -132,9 +137,8 @@ def lag(alias: str) -> float | None:
             )
             standby, caught_up, age = cursor.fetchone()
     except DatabaseError:
-        logger.warning("Replica %s did not answer: reading from the primary", alias, exc_info=True)
+        logger.info("Replica %s did not answer", alias, exc_info=True)
         return None
     if not standby:
-        logger.warning("Replica %s is not in recovery (promoted?): reading from the primary", alias)
         return None
     return 0.0 if caught_up else float(age if age is not None else math.inf)
