@@ -280,9 +280,9 @@ def test_a_search_runs_on_the_standby_and_its_indexes(on_standby):
     assert in_recovery(STANDBY) and not in_recovery("default")
     # The search's own statements, planned on the standby. Its GIN index finds
     # the words. For the nearest vectors the planner rightly reads the table
-    # at this size: pgvector prices an HNSW scan at about (levels + 2) x m x
-    # ef_search tuples, more than 1,206 rows. Told not to read whole tables
-    # (as if it held a hundred thousand records), it takes the HNSW index.
+    # at this size: pgvector's estimate of an HNSW scan (from m, ef_search
+    # and the rows) is more than reading 1,206 rows and sorting them. Told not
+    # to read whole tables, as a large index makes it choose, it takes HNSW.
     planned = indexes_used(STANDBY, on_replica)
     without_seqscan = indexes_used(STANDBY, on_replica, seqscan=False)
     print(f"search on the standby: {took * 1000:.0f} ms, {len(on_replica)} statements")
