@@ -5,8 +5,8 @@ sees. So service opens each operation with `reading()`, which takes the
 router's choice for a read (a replica that is caught up, or the primary:
 config.postgres.replicas) and pins the call to it: every statement here
 (`cursor()`, `atomic()`) and every ORM read of the call run on that one
-database. Without read replicas it is always the primary, "default"; so
-it is for a caller that skips service (search_eval, a shell).
+database. Without read replicas, and for a caller that skips service
+(search_eval, a shell), it is the primary, "default".
 
 Per-database caches (search.statistics, search.health) are keyed by `alias()`.
 """
