@@ -7,8 +7,7 @@ a second time.
 
 from dataclasses import dataclass, field
 
-from django.db import connection
-
+from . import db
 from .embeddings import active_model_id
 
 
@@ -82,7 +81,7 @@ def row_info(ids) -> dict[int, RowInfo]:
     """RowInfo of rows no arm ranked (a key match, a typo fallback's titles)."""
     if not ids:
         return {}
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"SELECT {ranked_json('r')} FROM (SELECT d.id, 0 AS score, {info_columns('d')} "
             "FROM search_document d WHERE d.id = ANY(%(ids)s)) r",

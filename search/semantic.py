@@ -12,9 +12,8 @@ from collections import OrderedDict
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
 
-from . import facets
+from . import db, facets
 from .embeddings import EmbeddingError, get_provider
 from .rows import ArmResult, RowInfo, info_columns, info_params
 from .scope import Scope
@@ -100,7 +99,7 @@ def nearest(
     ef_search = max(settings.SEARCH_HNSW_EF_SEARCH, min(depth, 1000))
     # Settings local to this transaction, not the session's: a connection
     # pooler in transaction mode may hand the session to someone else.
-    with transaction.atomic(), connection.cursor() as cursor:
+    with db.atomic(), db.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', %(ef_search)s, true)",

@@ -13,9 +13,7 @@ import re
 from difflib import SequenceMatcher
 from functools import cache
 
-from django.db import connection, transaction
-
-from . import facets
+from . import db, facets
 from .embeddings import TOKENIZER_PATH
 from .query import ParsedQuery
 from .rows import ArmResult
@@ -64,7 +62,7 @@ def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]
         corrections = {word: best for word in unknown if (best := _closest(word, titles))}
         return None, _corrected(parsed.text, corrections)
     typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
-    with transaction.atomic(), connection.cursor() as cursor:
+    with db.atomic(), db.cursor() as cursor:
         corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
         if corrections:
             return None, _corrected(parsed.text, corrections)
