@@ -207,7 +207,9 @@ class Cluster:
             with open(data / "postgresql.conf", "a") as conf:
                 conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
             subprocess.run(
-                self.as_server_user([self.bin_dir / "pg_ctl", "-D", data, "-l", self.folder / f"{name}.log", "-w", "start"]),
+                self.as_server_user(
+                    [self.bin_dir / "pg_ctl", "-D", data, "-l", self.folder / f"{name}.log", "-w", "start"]
+                ),
                 check=True,
                 capture_output=True,
             )
@@ -243,7 +245,9 @@ def make_cluster(cluster: Cluster) -> None:
         cluster.sql(name, f"CREATE DATABASE {DATABASE}", database="postgres")
     for name in ("coordinator", "worker1", "worker2"):
         cluster.sql(name, "CREATE EXTENSION citus")
-    cluster.sql("coordinator", "SELECT citus_set_coordinator_host('127.0.0.1', %s)", params=[cluster.ports["coordinator"]])
+    cluster.sql(
+        "coordinator", "SELECT citus_set_coordinator_host('127.0.0.1', %s)", params=[cluster.ports["coordinator"]]
+    )
     for name in ("worker1", "worker2"):
         cluster.sql("coordinator", "SELECT citus_add_node('127.0.0.1', %s)", params=[cluster.ports[name]])
     # SET LOCAL on the coordinator reaches the workers (hnsw.* for the semantic arm).
@@ -282,16 +286,22 @@ DISTRIBUTE_STEPS = [
 ]
 
 
-def distribute(cluster: Cluster) -> list[str]:
+def distribute(cluster: Cluster, shard_count: int) -> list[str]:
     """create_distributed_table('search_document', 'product_id'), changing
-    what Citus refuses; returns what went wrong on the way, in order."""
+    what Citus refuses; returns what went wrong on the way, in order. The
+    shard count is chosen here, once: alter_distributed_table refuses a
+    table with an identity column (Django's BigAutoField is one)."""
     import psycopg
 
     log = []
 
     def attempt() -> bool:
         try:
-            cluster.sql("coordinator", "SELECT create_distributed_table('search_document', 'product_id')")
+            cluster.sql(
+                "coordinator",
+                "SELECT create_distributed_table('search_document', 'product_id', shard_count := %s)",
+                params=[shard_count],
+            )
             return True
         except psycopg.Error as exc:
             message = "; ".join(filter(None, [exc.diag.message_primary, exc.diag.message_detail])) or str(exc)
@@ -360,9 +370,9 @@ def child(args) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import django_setup  # noqa: F401  (sets Django up)
 
-    result = {"migrate": child_migrate, "load": child_load, "write": child_write, "measure": child_measure}[
-        args.phase
-    ](args)
+    result = {"migrate": child_migrate, "load": child_load, "write": child_write, "measure": child_measure}[args.phase](
+        args
+    )
     Path(args.out).write_text(json.dumps(result))
 
 
@@ -393,6 +403,37 @@ def child_load(args) -> dict:
     return {"load_seconds": loaded, "vector_seconds": vectors}
 
 
+def citus_triggers_sql() -> str:
+    """The index triggers' functions as they could run on Citus (a sketch of
+    docs/scaling.md's design, not the project's SQL): the transition table
+    copied into a temporary table first (Citus cannot plan a statement that
+    reads a trigger's transition table: "executor could not find named
+    tuplestore"), the upsert's arbiter (kind, record_id, product_id), and a
+    record moved to another product deleted from its old shard first."""
+    sys.path.insert(0, str(ROOT))
+    from search.sql import KINDS, index_rows_sql
+
+    functions = []
+    for kind, spec in KINDS.items():
+        upsert = index_rows_sql(kind, "search_new_rows").replace(
+            "ON CONFLICT (kind, record_id)", "ON CONFLICT (kind, record_id, product_id)"
+        )
+        functions.append(f"""
+        CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          DROP TABLE IF EXISTS search_new_rows;
+          CREATE TEMPORARY TABLE search_new_rows ON COMMIT DROP AS SELECT * FROM new_rows;
+          DELETE FROM search_document d WHERE d.kind = '{kind}' AND (d.record_id, d.product_id) IN (
+            SELECT o.record_id, o.product_id FROM search_document o
+            JOIN (SELECT r.id, {spec["product_id"]} AS product_id FROM search_new_rows r) n
+              ON o.record_id = n.id AND o.product_id <> n.product_id
+            WHERE o.kind = '{kind}');
+          {upsert};
+          RETURN NULL;
+        END $$;""")
+    return "\n".join(functions)
+
+
 def child_write(args) -> dict:
     """One new record and one changed record through import_records: the
     triggers upsert their index rows into search_document."""
@@ -401,27 +442,56 @@ def child_write(args) -> dict:
     from django.db import connection
 
     from backlog.interchange import dumps
-    from backlog.models import Bug
+    from backlog.models import Bug, Product
     from backlog.services import import_records
 
     bug = Bug.objects.select_related("product").order_by("id").first()
     now = datetime.now(UTC).isoformat()
     records = [
-        {"kind": "bug", "key": "BUG-999001", "product": bug.product.key, "title": "Citus write path probe",
-         "description": "A record written through the triggers into the distributed index.",
-         "severity": "low", "status": "open", "created_at": now, "updated_at": now},
-        {"kind": "bug", "key": bug.key, "product": bug.product.key, "title": bug.title + " (edited)",
-         "severity": bug.severity, "status": bug.status, "created_at": bug.created_at.isoformat(),
-         "updated_at": now},
+        {
+            "kind": "bug",
+            "key": "BUG-999001",
+            "product": bug.product.key,
+            "title": "Citus write path probe",
+            "description": "A record written through the triggers into the distributed index.",
+            "severity": "low",
+            "status": "open",
+            "created_at": now,
+            "updated_at": now,
+        },
+        {
+            "kind": "bug",
+            "key": bug.key,
+            "product": bug.product.key,
+            "title": bug.title + " (edited)",
+            "severity": bug.severity,
+            "status": bug.status,
+            "created_at": bug.created_at.isoformat(),
+            "updated_at": now,
+        },
     ]
     try:
         report = import_records(dumps(r) for r in records)
     except Exception as exc:  # noqa: BLE001 - the point is to report it
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}".strip()[:800]}
+    # And a record moved to another product (its index row changes shard).
+    other = Product.objects.exclude(pk=bug.product_id).order_by("id").first()
+    try:
+        Bug.objects.filter(pk=bug.pk).update(product=other)
+    except Exception as exc:  # noqa: BLE001 - reported
+        return {"ok": False, "error": f"moving {bug.key}: {type(exc).__name__}: {exc}".strip()[:800]}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT key, title FROM search_document WHERE key IN (%s, %s) ORDER BY key", ["BUG-999001", bug.key])
+        cursor.execute(
+            "SELECT key, title, product_id FROM search_document WHERE key IN (%s, %s) ORDER BY key",
+            ["BUG-999001", bug.key],
+        )
         rows = cursor.fetchall()
-    return {"ok": not report.problems and len(rows) == 2, "problems": [str(p) for p in report.problems[:3]], "rows": rows}
+    expected = {"BUG-999001": bug.product_id, bug.key: other.pk}
+    return {
+        "ok": not report.problems and sorted(expected.items()) == [(key, product) for key, _, product in rows],
+        "problems": [str(p) for p in report.problems[:3]],
+        "rows": rows,
+    }
 
 
 def child_measure(args) -> dict:
@@ -471,8 +541,11 @@ def child_measure(args) -> dict:
                 if round_:
                     times.append(elapsed)
                 else:
-                    tops[query] = {"keys": [h.key for h in response.results], "total": response.total,
-                                   "mode": response.mode}
+                    tops[query] = {
+                        "keys": [h.key for h in response.results],
+                        "total": response.total,
+                        "mode": response.mode,
+                    }
         result["cases"][case] = {"times": times, "tops": tops, "errors": errors}
     provider.embed_query = original
     return result
@@ -481,15 +554,29 @@ def child_measure(args) -> dict:
 # -- the report ----------------------------------------------------------------------------------------
 
 
+def merged(total: dict, more: dict) -> dict:
+    """Two measure phases' results as one: times added up, the first one's tops and errors."""
+    if not total or "failed" in more:
+        return total or more
+    for case, result in more["cases"].items():
+        kept = total["cases"][case]
+        kept["times"] += result["times"]
+        kept["errors"] = {**result["errors"], **kept["errors"]}
+    return total
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def report(plain: dict, citus: dict, args) -> None:
-    print(f"# {args.records:,} demo records, {args.rounds} timed rounds; "
-          f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print("| search.engine.search | plain p50 | plain p95 | Citus p50 | Citus p95 | same top 20 | top-20 overlap | errors on Citus |")
+    print(
+        f"# {args.records:,} demo records, {args.rounds} timed rounds; "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    columns = ["plain p50", "plain p95", "Citus p50", "Citus p95", "same top 20", "top-20 overlap", "Citus errors"]
+    print(f"| search.engine.search, ms | {' | '.join(columns)} |")
     print("|---|---|---|---|---|---|---|---|")
     for case, ours in plain["cases"].items():
         theirs = citus.get("cases", {}).get(case, {"times": [], "tops": {}, "errors": {"all": citus.get("failed")}})
@@ -500,13 +587,17 @@ def report(plain: dict, citus: dict, args) -> None:
                 other = theirs["tops"][query]["keys"]
                 same += other == top["keys"]
                 overlap += len(set(other) & set(top["keys"])) / max(len(top["keys"]), 1)
-        cells = [
-            f"{statistics.median(t):.1f}" if t else "-" for t in (ours["times"],)
-        ] + [f"{percentile(ours['times'], 95):.1f}" if ours["times"] else "-"]
-        cells += [f"{statistics.median(theirs['times']):.1f}" if theirs["times"] else "-",
-                  f"{percentile(theirs['times'], 95):.1f}" if theirs["times"] else "-"]
-        print(f"| {case} | {' | '.join(cells)} | {same}/{compared} | {overlap / max(compared, 1):.2f} | "
-              f"{len(theirs['errors'])} |")
+        cells = [f"{statistics.median(t):.1f}" if t else "-" for t in (ours["times"],)] + [
+            f"{percentile(ours['times'], 95):.1f}" if ours["times"] else "-"
+        ]
+        cells += [
+            f"{statistics.median(theirs['times']):.1f}" if theirs["times"] else "-",
+            f"{percentile(theirs['times'], 95):.1f}" if theirs["times"] else "-",
+        ]
+        print(
+            f"| {case} | {' | '.join(cells)} | {same}/{compared} | {overlap / max(compared, 1):.2f} | "
+            f"{len(theirs['errors'])} |"
+        )
     for case, theirs in citus.get("cases", {}).items():
         for query, error in list(theirs["errors"].items())[:2]:
             print(f"# Citus error, {case}, {query!r}: {error.splitlines()[-1][:400]}")
@@ -527,6 +618,7 @@ def main() -> None:
     parser.add_argument("--pg-bin", help="bin folder of a PostgreSQL 18 with Citus and pgvector installed")
     parser.add_argument("--citus-src", default="/tmp/citus-src", help="Citus source at tag v14.0.1 (to build)")
     parser.add_argument("--build-dir", default="/tmp/citus-pg", help="where the copy with Citus is built")
+    parser.add_argument("--shard-count", type=int, default=32, help="shards of search_document (Citus's default: 32)")
     parser.add_argument("--keep", action="store_true", help="leave the servers running at the end")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -559,7 +651,7 @@ def main() -> None:
     print(f"# coordinator: migrations {migrated}", flush=True)
     if "failed" in migrated:
         sys.exit("the migrations failed on the coordinator: see above")
-    distribute(cluster)
+    distribute(cluster, args.shard_count)
     tables = [
         row[0]
         for row in cluster.sql(
@@ -573,8 +665,11 @@ def main() -> None:
     copy_rows(cluster, tables)
     cluster.sql("coordinator", "VACUUM ANALYZE search_document")
     counts = cluster.sql("coordinator", "SELECT count(*), count(embedding) FROM search_document")[0]
-    print(f"# coordinator: {counts[0]:,} index rows ({counts[1]:,} with vectors) copied in "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"# coordinator: {counts[0]:,} index rows ({counts[1]:,} with vectors) copied in "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     per_shard = cluster.sql(
         "coordinator",
         "SELECT s.nodeport, count(DISTINCT d.product_id), count(*) FROM search_document d "
@@ -583,14 +678,28 @@ def main() -> None:
     )
     print(f"# rows per worker (port, products, rows): {per_shard}", flush=True)
 
-    plain = phase(cluster, "plain", "measure", "--rounds", args.rounds)
-    citus = phase(cluster, "coordinator", "measure", "--rounds", args.rounds)
+    # Taken in turns, one round each, so both see the same moments of a shared machine.
+    load_before = os.getloadavg()
+    plain, citus = {}, {}
+    for _ in range(args.rounds):
+        plain = merged(plain, phase(cluster, "plain", "measure", "--rounds", 1))
+        citus = merged(citus, phase(cluster, "coordinator", "measure", "--rounds", 1))
     if "failed" in plain:
         sys.exit(f"measuring on the plain server failed: {plain}")
+    print(f"# load average before and after the timed rounds: {load_before[0]:.1f}, {os.getloadavg()[0]:.1f}")
     report(plain, citus, args)
+
     for name in ("plain", "coordinator"):
         written = phase(cluster, name, "write")
         print(f"# write path (import_records -> triggers -> search_document) on {name}: {written}", flush=True)
+    cluster.sql("coordinator", citus_triggers_sql())
+    written = phase(cluster, "coordinator", "write")
+    print(f"# write path on the coordinator, triggers adapted (citus_triggers_sql): {written}", flush=True)
+    try:
+        cluster.sql("coordinator", "SELECT create_reference_table('backlog_product')")
+        print("# backlog_product is a reference table", flush=True)
+    except Exception as exc:  # noqa: BLE001 - reported
+        print(f"# create_reference_table('backlog_product') refused: {str(exc).strip()}", flush=True)
     if args.keep:
         print(f"# kept: {', '.join(f'{n} {cluster.url(n)}' for n in Cluster.NAMES)}; data in {folder}")
 
