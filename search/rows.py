@@ -60,11 +60,13 @@ def best_rows_json(source: str) -> str:
     """ranked_json of the best %(depth)s rows of `source` (columns id, tid, score).
     RowInfo is read for those rows only, through their ctid (a TID join:
     the same snapshot, the same tuples): carrying it for every match
-    through the ranking costs more."""
+    through the ranking costs more. The id is checked too: a ctid names a
+    tuple of one table, and on Citus each shard is a table of its own, so
+    the same ctid names a row in every shard."""
     return (
         f"SELECT {ranked_json('r')} FROM (SELECT t.id, t.score, {info_columns('d')} "
         f"FROM (SELECT * FROM {source} ORDER BY score DESC, id LIMIT %(depth)s) t "
-        "JOIN search_document d ON d.ctid = t.tid) r"
+        "JOIN search_document d ON d.ctid = t.tid AND d.id = t.id) r"
     )
 
 

@@ -122,26 +122,18 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
             df[q] = float(max(round(freq[lexemes[0]] * n), 1))
         else:
             to_count.append(q)
-    if to_count and products is None:  # rare words: through the GIN index, one statement
-        with db.cursor() as cursor:
-            cursor.execute(
-                "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
-                "WHERE search_vector @@ t.q::tsquery LIMIT %(cap)s) s) FROM unnest(%(queries)s::text[]) AS t(q)",
-                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count},
-            )
-            df.update({q: float(count) for q, count in cursor.fetchall()})
-    elif to_count:
+    if to_count and products is not None:
         # Every word is counted here, common ones too: those a sample finds
-        # common are estimated from it, the rest counted exactly (capped),
-        # each its own subquery with its tsquery written out for the planner.
+        # common are estimated from it, the rest counted exactly (capped).
         df.update(common := _sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
-    if to_count and products is not None:
+    if to_count:  # rare words: through the GIN index, one statement
+        within = "" if products is None else "AND product_id = ANY(%(products)s) "
         counted = _count_each(
             to_count,
-            "SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {q}::tsquery "
-            "AND product_id = ANY(%(products)s) LIMIT %(cap)s) s",
-            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products)},
+            f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
+            "LIMIT %(cap)s) s",
+            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products or ())},
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -150,7 +142,9 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
 def _count_each(tsqueries: list[str], count_sql: str, params: dict) -> dict[str, int]:
     """`count_sql` (a count with `{q}` where the tsquery goes) for each of
     `tsqueries`, in one statement. Each tsquery is written out in its own
-    subquery, so the planner weighs each word by its own frequency."""
+    subquery, so the planner weighs each word by its own frequency; and no
+    subquery refers to an outer row, which Citus cannot run on a
+    distributed table (docs/scaling.md)."""
     parts = [f"SELECT {i}, ({count_sql.format(q=f'%(q{i})s')})" for i in range(len(tsqueries))]
     with db.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), {**params, **{f"q{i}": q for i, q in enumerate(tsqueries)}})
