@@ -21,7 +21,7 @@ from functools import reduce
 from operator import and_
 from pathlib import Path
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 
 from search.models import Document
@@ -90,7 +90,10 @@ class Fts5:
             """
         )
         copied = 0
-        with connection.cursor() as cursor:
+        # A server-side cursor: a client-side one holds every row at once
+        # (at a million records, gigabytes; the OOM killer stopped a run).
+        with transaction.atomic(), connection.connection.cursor(name="fts5_copy") as cursor:
+            cursor.itersize = 20_000
             cursor.execute(
                 "SELECT id, kind, product_id, status, severity, updated_at::text, title, body "
                 "FROM search_document ORDER BY id"
