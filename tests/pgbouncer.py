@@ -93,9 +93,7 @@ class PgBouncer:
         if reason:
             raise RuntimeError(reason)
         self.folder = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
-        server = " ".join(f"{name}={value}" for name, value in self.server.items() if value and name != "password")
-        if self.server.get("password"):
-            server += f" password={self.server['password']}"
+        server = " ".join(f"{name}={value}" for name, value in self.server.items() if value)
         (self.folder / "pgbouncer.ini").write_text(
             "[databases]\n"
             # Any database name, to the same server: the tests' database is made by the test run.
@@ -113,15 +111,22 @@ class PgBouncer:
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
             f"pidfile = {self.folder / 'pgbouncer.pid'}\n"
         )
-        command = [binary(), str(self.folder / "pgbouncer.ini")]
+        user = None
         if os.geteuid() == 0:  # PgBouncer refuses to run as root: as the embedded server's user
             from config.postgres.embedded import system_user
 
             user = system_user()
             shutil.chown(self.folder, user)
-            command[1:1] = ["-u", user]
+        from search.worker import die_with_parent  # a killed test run leaves no PgBouncer behind
+
+        # user= rather than PgBouncer's -u: a change of user after the start would clear die_with_parent's signal.
         self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [binary(), str(self.folder / "pgbouncer.ini")],
+            user=user,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + 15
         while True:
