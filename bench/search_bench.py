@@ -28,11 +28,14 @@ match + RRF of two top-100 lists, run in the same process) with the ratio.
 """
 
 import argparse
+import json
 import os
 import platform
 import random
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
 
@@ -42,6 +45,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import setup_databases, teardown_databases
+from peers import Filters, Fts5, icontains
 
 from backlog.demo import generate
 from backlog.interchange import dumps
@@ -58,6 +62,9 @@ UNIVERSAL = "qaeverywhere"
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made
 # the set far harder for HNSW than any text embedding (recall 0.4 at ef 40).
 NOISE = 0.02
+# The filtered queries' filter (--peers): critical and high bugs, about a
+# tenth of the records, a common triage view.
+FILTER = Filters(entities=("bug",), severity=("critical", "high"))
 QUERIES = [
     UNIVERSAL,
     "open",
@@ -105,40 +112,74 @@ def load(records: int, seed: int) -> None:
 
 
 def fast_path_vectors(sample: int, seed: int) -> None:
+    """Embed `sample` records for real; give every other one the vector of a
+    random embedded record of its product plus noise. Written with COPY in
+    binary: at a million records, formatting vectors as text took longer
+    than building the index."""
+    from pgvector import HalfVector
+    from pgvector.psycopg import register_vector
+
     provider = get_provider()
     rng = np.random.default_rng(seed)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, product_id, title, body, content_hash FROM search_document ORDER BY id")
-        rows = cursor.fetchall()
-    chosen = random.Random(seed).sample(range(len(rows)), min(sample, len(rows)))
-    texts = [document_text(rows[i][2], rows[i][3]) for i in chosen]
-    real = provider.embed_documents(texts)
+        cursor.execute("SELECT id, product_id FROM search_document ORDER BY id")
+        rows = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        chosen = np.array(sorted(random.Random(seed).sample(range(len(rows)), min(sample, len(rows)))))
+        cursor.execute(
+            "SELECT id, title, body FROM search_document WHERE id = ANY(%s) ORDER BY id", [rows[chosen, 0].tolist()]
+        )
+        real = provider.embed_documents([document_text(title, body) for _, title, body in cursor.fetchall()])
     by_product: dict[int, list[int]] = {}
     for position, i in enumerate(chosen):
-        by_product.setdefault(rows[i][1], []).append(position)
-    all_positions = list(range(len(chosen)))
-    vectors = np.empty((len(rows), real.shape[1]), dtype=np.float32)
-    for i, row in enumerate(rows):
-        pool = by_product.get(row[1]) or all_positions
-        base = real[pool[rng.integers(len(pool))]]
-        noisy = base + rng.normal(0, NOISE, size=base.shape)
-        vectors[i] = noisy / np.linalg.norm(noisy)
-    for position, i in enumerate(chosen):  # the embedded records keep their real vectors
-        vectors[i] = real[position]
+        by_product.setdefault(int(rows[i, 1]), []).append(position)
+    everyone = np.arange(len(chosen))
+    base = np.empty(len(rows), dtype=np.int64)
+    for product in np.unique(rows[:, 1]):
+        members = rows[:, 1] == product
+        pool = np.array(by_product.get(int(product), everyone))
+        base[members] = pool[rng.integers(len(pool), size=int(members.sum()))]
+    vectors = real[base] + NOISE * rng.standard_normal((len(rows), real.shape[1]), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[chosen] = real  # the embedded records keep their real vectors
+    connection.ensure_connection()
+    register_vector(connection.connection)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE fast_path (id bigint, e halfvec) ON COMMIT DROP")
+        with cursor.cursor.copy("COPY fast_path (id, e) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "halfvec"])
+            for i in range(len(rows)):
+                copy.write_row((int(rows[i, 0]), HalfVector(vectors[i])))
+        cursor.execute(
+            "UPDATE search_document d SET embedding = v.e, embedding_model = %s, embedding_hash = d.content_hash "
+            "FROM fast_path v WHERE d.id = v.id",
+            [provider.model_id],
+        )
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), 5000):
-            batch = rows[start : start + 5000]
-            cursor.execute(
-                """UPDATE search_document d SET embedding = v.e::halfvec, embedding_model = %s,
-                   embedding_hash = d.content_hash
-                   FROM unnest(%s::bigint[], %s::text[]) AS v(id, e) WHERE d.id = v.id""",
-                [
-                    provider.model_id,
-                    [row[0] for row in batch],
-                    ["[" + ",".join(f"{x:.5f}" for x in vectors[start + j]) + "]" for j in range(len(batch))],
-                ],
-            )
         cursor.execute("VACUUM ANALYZE search_document")
+
+
+def index_definition(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+        return cursor.fetchone()[0]
+
+
+def build_index(name: str, definition: str) -> tuple[float, int]:
+    """Drop the index and build it from `definition` on the full table, as a
+    bulk load (or REINDEX) does: (seconds, bytes). The HNSW build gets
+    maintenance_work_mem for its whole graph, as pgvector's docs advise,
+    and one parallel worker beside the leader (two cores)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {name}")
+        cursor.execute("SET maintenance_work_mem = '3GB'")
+        cursor.execute("SET max_parallel_maintenance_workers = 1")
+        started = time.perf_counter()
+        cursor.execute(definition)
+        seconds = time.perf_counter() - started
+        cursor.execute("RESET maintenance_work_mem")
+        cursor.execute("RESET max_parallel_maintenance_workers")
+        cursor.execute("SELECT pg_relation_size(%s::regclass)", [name])
+        return seconds, cursor.fetchone()[0]
 
 
 def naive(query: str, vector) -> None:
@@ -270,23 +311,55 @@ def main() -> None:
         metavar="EF,EF",
         help="also measure the semantic arm's recall and speed at these hnsw.ef_search values",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also time SQLite FTS5 (bm25) and Django icontains on the same records, and every query again "
+        f"with a filter ({', '.join(f'{k}={v}' for k, v in FILTER.request().items())}) on all of them",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON (for bench/growth_chart.py)")
     args = parser.parse_args()
 
+    # A database per size, so the sizes of a growth chart can be kept side by side.
     name = "test_bench_search_real" if args.real_vectors else "test_bench_search"
+    if args.records != 100_000:
+        name += f"_{args.records}"
     connection.settings_dict["TEST"]["NAME"] = name
     old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM search_document")
             present = cursor.fetchone()[0]
+        figures: dict = {"records": args.records, "build": {}}
         if present < args.records:
             started = time.perf_counter()
             load(args.records, args.seed)
-            print(f"# loaded {args.records:,} records in {time.perf_counter() - started:.0f} s")
+            figures["build"]["import_s"] = time.perf_counter() - started
+            print(f"# imported {args.records:,} records in {figures['build']['import_s']:.0f} s (indexes kept current)")
+            # The indexes, built again on the full table: what a bulk load
+            # into an empty table costs. Dropped first, so that filling in the
+            # vectors does not update them row by row.
+            indexes = ("search_document_fts", "search_document_title_trgm", "search_document_hnsw")
+            definitions = {index: index_definition(index) for index in indexes}
+            with connection.cursor() as cursor:
+                cursor.execute("DROP INDEX " + ", ".join(indexes))
             if not args.real_vectors:
                 started = time.perf_counter()
                 fast_path_vectors(1000, args.seed)
                 print(f"# FAST PATH vectors (1,000 real, the rest derived) in {time.perf_counter() - started:.0f} s")
+            for index, definition in definitions.items():
+                seconds, size = figures["build"][index] = build_index(index, definition)
+                print(f"# {index} built in {seconds:.0f} s, {size / 2**20:,.0f} MB")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            figures["database_bytes"] = cursor.fetchone()[0]
+        print(f"# database on disk: {figures['database_bytes'] / 2**30:.2f} GB")
+        if args.peers:
+            fts5 = Fts5(Path(tempfile.gettempdir()) / f"{name}.fts5.sqlite")
+            if fts5.count() != args.records:
+                copied, seconds = fts5.build()
+                figures["build"]["fts5_s"] = seconds
+                print(f"# SQLite FTS5: {copied:,} records copied and indexed in {seconds:.0f} s ({fts5.path})")
         if args.real_vectors:  # resumes where a killed run stopped
             started = time.perf_counter()
             if written := embed_pending(batch_size=128, progress=progress_bars(True)):
@@ -301,24 +374,31 @@ def main() -> None:
         # the three see the same moments of a shared machine. The first round
         # is not timed: it warms PostgreSQL's buffer cache, which a server
         # started by this process begins without (a long-running one has it).
-        modes = ("keyword", "hybrid")
-        runs = [(mode, mode, None) for mode in modes]
+        modes = ("keyword", "hybrid", "semantic")
+        runs = {mode: lambda q, m=mode: search(SearchRequest(query=q, mode=m)) for mode in modes}
         if args.restricted:
             user, share = half_the_products()
-            runs += [(f"{mode} ({share:.0%} of records visible)", mode, user) for mode in modes]
-        by_query = {name: {q: [] for q in QUERIES} for name in (*(run[0] for run in runs), "baseline (naive)")}
+            for mode in modes:
+                runs[f"{mode} ({share:.0%} of records visible)"] = lambda q, m=mode, u=user: search(
+                    SearchRequest(query=q, mode=m), u
+                )
+        if args.peers:
+            runs["SQLite FTS5 bm25"] = fts5.search
+            runs["Django icontains"] = icontains
+            for mode in modes:
+                runs[f"{mode}, filtered"] = lambda q, m=mode: search(SearchRequest(query=q, mode=m, **FILTER.request()))
+            runs["SQLite FTS5 bm25, filtered"] = lambda q: fts5.search(q, FILTER)
+            runs["Django icontains, filtered"] = lambda q: icontains(q, FILTER)
+        runs["baseline (naive)"] = lambda q: naive(q, vectors[q])
+        by_query = {name: {q: [] for q in QUERIES} for name in runs}
         for round_ in range(args.rounds + 1):
             if round_ == 1:
                 blocks = block_counts()
             for q in QUERIES:
-                times = [
-                    timed(lambda q=q, m=mode, u=user: search(SearchRequest(query=q, mode=m), u))
-                    for _, mode, user in runs
-                ]
-                times.append(timed(lambda q=q: naive(q, vectors[q])))
+                times = [timed(lambda q=q, run=run: run(q)) for run in runs.values()]
                 if round_:
-                    for mode, elapsed in zip(by_query, times, strict=True):
-                        by_query[mode][q].append(elapsed)
+                    for name, elapsed in zip(by_query, times, strict=True):
+                        by_query[name][q].append(elapsed)
         hit, read = (now - before for now, before in zip(block_counts(), blocks, strict=True))
         rows = {mode: [t for times in queries.values() for t in times] for mode, queries in by_query.items()}
         slowest = {
@@ -356,6 +436,31 @@ def main() -> None:
         f"| semantic arm top-20 | {statistics.median(semantic_times):.1f} | {percentile(semantic_times, 95):.1f} "
         f"| recall@10 vs exact scan: {recall_tied:.3f} counting ties ({recall:.3f} by record) |"
     )
+    if args.peers:
+        p95 = {name: percentile(times, 95) for name, times in rows.items()}
+        print("| peer p95 / ours p95 | keyword | hybrid | semantic |")
+        print("|---|---|---|---|")
+        for peer in ("Django icontains", "SQLite FTS5 bm25"):
+            for suffix in ("", ", filtered"):
+                print(
+                    f"| {peer}{suffix} | "
+                    + " | ".join(f"{p95[peer + suffix] / p95[mode + suffix]:.1f}x" for mode in modes)
+                    + " |"
+                )
+    if args.json:
+        figures.update(
+            machine=machine,
+            rounds=args.rounds,
+            queries=len(QUERIES),
+            vectors="real" if args.real_vectors else "fast path",
+            latency={
+                name: {"p50": statistics.median(t), "p95": percentile(t, 95)}
+                for name, t in (*rows.items(), ("semantic arm top-20", semantic_times))
+            },
+            recall_at_10=recall_tied,
+        )
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"# figures: {args.json}")
     for mode, queries in slowest.items():
         print(f"# slowest {mode} queries (median): " + ", ".join(f"{q!r} {t:.1f} ms" for t, q in queries))
     if sweep:

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from backlog.db import database_unavailable
+from config.postgres import replicas
 from search.contract import DatabaseUnavailable, error_body
 
 
@@ -44,3 +45,17 @@ class RequestLineLimitMiddleware:
             )
             return JsonResponse(error_body("uri_too_long", message), status=414)
         return self.get_response(request)
+
+
+class ReadYourWritesMiddleware:
+    """With read replicas (DATABASE_REPLICA_URLS): a request that may write
+    (POST, PUT, PATCH, DELETE) or has written a record reads from the
+    primary, so it never reads past its own write; the next request starts
+    afresh (config/postgres/replicas.py)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        with replicas.request_reads(request.method):
+            return self.get_response(request)

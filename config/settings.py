@@ -223,6 +223,21 @@ elif DATABASE_POOLER:
 
 if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+# Read replicas (config/postgres/replicas.py, docs/scaling.md): streaming
+# standbys of the database above, comma-separated URLs. Searches and record
+# reads go to one no more than DATABASE_REPLICA_MAX_LAG seconds behind;
+# writes, and the reads of a request that writes, to the primary.
+DATABASE_REPLICAS = []
+for number, url in enumerate(envlist("DATABASE_REPLICA_URLS", ""), start=1):
+    DATABASE_REPLICAS.append(alias := f"replica{number}")
+    DATABASES[alias] = dj_database_url.parse(url, conn_max_age=60) | {
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"MIRROR": "default"},  # tests read their own test database through it
+    }
+DATABASE_REPLICA_MAX_LAG = envfloat("DATABASE_REPLICA_MAX_LAG", 2.0)
+if DATABASE_REPLICAS:
+    DATABASE_ROUTERS = ["config.postgres.replicas.ReplicaRouter"]
+    MIDDLEWARE.append("config.middleware.ReadYourWritesMiddleware")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

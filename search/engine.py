@@ -17,9 +17,8 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 
-from . import cursors, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
+from . import cursors, db, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
 from .contract import (
     Hit,
     NotFound,
@@ -164,13 +163,13 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     the rarest words of its text, OR-ed and ranked like a search.
     """
     scope = build_scope(request, user)
-    with connection.cursor() as db:
-        db.execute(
+    with db.cursor() as cursor:
+        cursor.execute(
             "SELECT d.id, d.title, d.body, d.embedding::text, d.embedding_model FROM search_document d "
             f"WHERE d.key = %(key)s AND ({scope.where})",
             {"key": request.key, **scope.params},
         )
-        row = db.fetchone()
+        row = cursor.fetchone()
     if row is None:
         raise NotFound.no_record(request.key)
     doc_id, title, body, vector_text, model_id = row
@@ -223,7 +222,7 @@ def _more_like_this(
 def _key_lookup(query: str, scope: Scope) -> int | None:
     if not fusion.KEY_QUERY.match(query):
         return None
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"SELECT d.id FROM search_document d WHERE upper(d.key) = upper(%(key)s) AND ({scope.where})",
             {"key": query, **scope.params},

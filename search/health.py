@@ -8,9 +8,10 @@ import threading
 import time
 from datetime import timedelta
 
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 
+from . import db
 from .contract import IndexHealth, WorkerHealth
 from .embeddings import active_model_id
 from .models import Worker, WorkerState
@@ -19,8 +20,9 @@ from .worker import HEARTBEAT_SECONDS
 logger = logging.getLogger(__name__)
 
 EMBEDDING_WORKER = "embed"  # the Worker row `serve`'s supervisor keeps
-# (database, model, products) -> (when counted, IndexHealth); the keys being refreshed.
-HealthKey = tuple[str, str | None, tuple[int, ...] | None]
+# (alias, database, model, products) -> (when counted, IndexHealth); the keys
+# being refreshed. By alias: a replica's count may trail the primary's.
+HealthKey = tuple[str, str, str | None, tuple[int, ...] | None]
 _health_cache: dict[HealthKey, tuple[float, IndexHealth]] = {}
 _health_refreshing: set[HealthKey] = set()
 _health_lock = threading.Lock()
@@ -40,13 +42,13 @@ def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
     search waits for the scan, and the figure may lag the embedding worker
     by a few seconds.
     """
-    key = (connection.settings_dict["NAME"], active_model_id(), products)
+    key = (db.alias(), db.connection().settings_dict["NAME"], active_model_id(), products)
     cached = _health_cache.get(key)
     if cached:
         if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:
             _recount_in_background(key)
         return cached[1]
-    health = _count_health(key[1], products)
+    health = _count_health(key[2], products)
     if health.documents > LARGE_INDEX:
         _health_cache[key] = (time.monotonic(), health)
     return health
@@ -54,7 +56,7 @@ def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
 
 def _count_health(model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:
     within = "" if products is None else "WHERE product_id = ANY(%(products)s)"
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(*) FILTER (WHERE embedding_model = %(model)s AND embedding_hash = content_hash) "
             f"FROM search_document {within}",
@@ -97,15 +99,17 @@ def _recount_in_background(key: HealthKey) -> None:
         _health_refreshing.add(key)
 
     def recount() -> None:
+        alias, name, model_id, products = key
         try:
-            if connection.settings_dict["NAME"] != key[0]:  # not this process's database: count on the next call
-                _health_cache.pop(key, None)
-                return
-            _health_cache[key] = (time.monotonic(), _count_health(key[1], key[2]))
+            with db.reading(alias):  # a thread starts unpinned: count where the search counted
+                if db.connection().settings_dict["NAME"] != name:  # not this process's database: count on the next call
+                    _health_cache.pop(key, None)
+                    return
+                _health_cache[key] = (time.monotonic(), _count_health(model_id, products))
         except Exception:  # the last figure stays; the next search tries again
             logger.warning("Counting the embedded records failed", exc_info=True)
         finally:
-            connection.close()  # this thread's own connection
+            connections.close_all()  # this thread's own connections
             with _health_lock:
                 _health_refreshing.discard(key)
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from django.db import connection
 
+from config.postgres import replicas
+
 from .embeddings import document_text, get_provider
 from .models import Document
 
@@ -19,6 +21,9 @@ def pending_count() -> int:
     return Document.objects.needing_embedding(get_provider().model_id).count()
 
 
+# What it reads it writes: from the primary, never from a read replica that
+# has not yet replayed the last pass's vectors (they would be made again).
+@replicas.reads_from(replicas.PRIMARY)
 def embed_pending(
     *,
     batch_size: int = 64,

@@ -19,9 +19,8 @@ they are inside every statement, never applied to a page afterwards.
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 
-from . import facets, sampling, statistics
+from . import db, facets, sampling, statistics
 from .query import ParsedQuery
 from .rows import ArmResult, best_rows_json, info_params, parse_ranked
 from .scope import Scope
@@ -117,7 +116,7 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     # The score is computed in the one pass over the matches: carrying each
     # row's search_vector out of the scan to rank it later cost more.
     score, params = score_sql(plan, "d")
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"""
             WITH m AS MATERIALIZED (
@@ -152,7 +151,7 @@ def coverage(result: ArmResult | None, parsed: ParsedQuery, stats) -> float:
     if result is None or not result.ranked or not terms:
         return 1.0
     checks = ", ".join(f"d.search_vector @@ %(term{i})s::tsquery" for i in range(len(terms)))
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"SELECT ARRAY[{checks}] FROM search_document d WHERE d.id = %(best)s",
             {"best": result.ranked[0][0], **{f"term{i}": t.tsquery for i, t in enumerate(terms)}},
@@ -238,7 +237,7 @@ def _rank_candidates(plan: Plan, scope: Scope, source: Source, limit: int, depth
     """Score at most `limit` matches picked by `source`; the best `depth` of
     them, their RowInfo, and how many were scored."""
     score, params = score_sql(plan, "x")
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"""
             WITH c AS MATERIALIZED (

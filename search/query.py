@@ -16,8 +16,9 @@ after the same word splitting (search_words, search_word_parts in sql.py).
 import re
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError
 
+from . import db
 from .sql import TEXT_SEARCH_CONFIG
 
 CONFIG = TEXT_SEARCH_CONFIG
@@ -171,7 +172,7 @@ def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
         expressions.append(whole)
         expressions.append(f"plainto_tsquery('{CONFIG}', search_word_parts(%s))::text")
         params.append("" if " " in term.text else term.text)
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(f"SELECT {', '.join(expressions)}", params)
         row = cursor.fetchone()
         for position, term in enumerate(terms):
@@ -180,7 +181,7 @@ def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
 
 def _normalize_raw(text: str) -> str:
     try:
-        with transaction.atomic(), connection.cursor() as cursor:
+        with db.atomic(), db.cursor() as cursor:
             cursor.execute(f"SELECT to_tsquery('{CONFIG}', %s)::text", [text])
             return cursor.fetchone()[0]
     except DatabaseError as exc:

@@ -29,8 +29,8 @@ from typing import Protocol
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import connection
 
+from . import db
 from .fusion import Candidate
 
 logger = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def apply(candidates: dict[int, Candidate], query: str, pinned: int | None = Non
 
 def _texts(ids: list[int]) -> dict[int, str]:
     chars = settings.SEARCH_RERANK_CHARS
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             "SELECT id, title || E'\\n' || left(coalesce(body, ''), %(chars)s) FROM search_document "
             "WHERE id = ANY(%(ids)s)",

@@ -7,8 +7,7 @@ a second time.
 
 from dataclasses import dataclass, field
 
-from django.db import connection
-
+from . import db
 from .embeddings import active_model_id
 
 
@@ -61,11 +60,13 @@ def best_rows_json(source: str) -> str:
     """ranked_json of the best %(depth)s rows of `source` (columns id, tid, score).
     RowInfo is read for those rows only, through their ctid (a TID join:
     the same snapshot, the same tuples): carrying it for every match
-    through the ranking costs more."""
+    through the ranking costs more. The id is checked too: a ctid names a
+    tuple of one table, and on Citus each shard is a table of its own, so
+    the same ctid names a row in every shard."""
     return (
         f"SELECT {ranked_json('r')} FROM (SELECT t.id, t.score, {info_columns('d')} "
         f"FROM (SELECT * FROM {source} ORDER BY score DESC, id LIMIT %(depth)s) t "
-        "JOIN search_document d ON d.ctid = t.tid) r"
+        "JOIN search_document d ON d.ctid = t.tid AND d.id = t.id) r"
     )
 
 
@@ -82,7 +83,7 @@ def row_info(ids) -> dict[int, RowInfo]:
     """RowInfo of rows no arm ranked (a key match, a typo fallback's titles)."""
     if not ids:
         return {}
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"SELECT {ranked_json('r')} FROM (SELECT d.id, 0 AS score, {info_columns('d')} "
             "FROM search_document d WHERE d.id = ANY(%(ids)s)) r",

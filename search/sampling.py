@@ -9,9 +9,8 @@ visiting the other rows: a uniform sample of b / SAMPLE_BUCKETS of them.
 import math
 
 from django.conf import settings
-from django.db import connection
 
-from . import facets
+from . import db, facets
 from .scope import Scope
 from .sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 
@@ -56,7 +55,7 @@ def _sample(match_query: str, scope: Scope, buckets: int, most: int):
         condition += " AND d.search_markers @@ %(buckets)s::tsquery"
         params["buckets"] = " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))
     limit = "LIMIT %(most)s" if buckets > 1 else ""
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             f"""
             WITH s AS MATERIALIZED (

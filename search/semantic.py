@@ -12,9 +12,8 @@ from collections import OrderedDict
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
 
-from . import facets
+from . import db, facets
 from .embeddings import EmbeddingError, get_provider
 from .rows import ArmResult, RowInfo, info_columns, info_params
 from .scope import Scope
@@ -84,11 +83,19 @@ def nearest(
     the keyword arm's match set does not, to be counted and faceted.
     """
     literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
-    target = "%(vector)s::halfvec"
+    target, toward_sql = "%(vector)s::halfvec", ""
     if toward:
-        target += " + (SELECT avg(f.embedding) FROM search_document f WHERE f.id = ANY(%(toward)s))"
+        # The mean of the few vectors read first (a CTE), not avg() over the
+        # table in a subquery: on Citus that avg is a partial aggregate per
+        # shard, and in this expression it failed ("vector must have at
+        # least 1 dimension").
+        toward_sql = (
+            "WITH toward AS MATERIALIZED (SELECT f.embedding FROM search_document f WHERE f.id = ANY(%(toward)s))"
+        )
+        target += " + (SELECT avg(embedding) FROM toward)"
     matched = "d.search_vector @@ %(keyword)s::tsquery" if keyword_query else "FALSE"
     sql = f"""
+        {toward_sql}
         SELECT d.id, d.embedding <=> ({target}) AS distance, d.kind, d.product_id, d.status, d.severity,
                {matched}, {info_columns("d")}
         FROM search_document d
@@ -97,15 +104,14 @@ def nearest(
         LIMIT %(depth)s
     """
     params = {"vector": literal, "keyword": keyword_query, "model": model_id, "depth": depth, "toward": toward}
-    ef_search = max(settings.SEARCH_HNSW_EF_SEARCH, min(depth, 1000))
+    ef_search = int(max(settings.SEARCH_HNSW_EF_SEARCH, min(depth, 1000)))
     # Settings local to this transaction, not the session's: a connection
-    # pooler in transaction mode may hand the session to someone else.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %(ef_search)s, true)",
-            {"ef_search": str(int(ef_search))},
-        )
+    # pooler in transaction mode may hand the session to someone else. SET
+    # LOCAL statements, not set_config(): Citus passes SET LOCAL on to the
+    # workers that hold the shards (citus.propagate_set_commands = 'local').
+    with db.atomic(), db.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
         cursor.execute(sql, {**params, **scope.params, **info_params()})
         rows = cursor.fetchall()
     # relaxed_order may return neighbours slightly out of order.

@@ -6,7 +6,8 @@ all three get the same dict back for the same input, or the same
 `SearchError` (whose text they show as it is). Nothing here ranks: `search`
 and `similar` are search.engine's; `get` and `timeline` are search.records',
 which read records through the same access rule, so they show nothing a
-search would not.
+search would not. Each call reads one database (search.db): a read replica
+that is caught up, or the primary.
 
 Parameters may come as strings (a query string: lists comma-separated,
 `entities=bug,test`, or repeated) or as native values (MCP arrays, booleans,
@@ -20,7 +21,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from . import engine, records
+from . import db, engine, records
 from .contract import GetRequest, IndexHealth, SearchError, SearchRequest, SimilarRequest, TimelineRequest
 from .health import index_health
 from .scope import access_scope
@@ -43,13 +44,16 @@ OPERATIONS = {
 def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
     """Run one operation; the JSON-ready response, or SearchError."""
     chosen = OPERATIONS[operation]
-    return chosen.run(parse(chosen.request, params), user).model_dump(mode="json")
+    request = parse(chosen.request, params)
+    with db.reading():  # one database for the whole call: a caught-up replica, or the primary
+        return chosen.run(request, user).model_dump(mode="json")
 
 
 def health(user=None) -> IndexHealth:
     """The index's health as `user` may see it (None: all records), as every
     search response carries it (the dashboard, `serve`)."""
-    return index_health(access_scope(user).products)
+    with db.reading():
+        return index_health(access_scope(user).products)
 
 
 # -- parameters ---------------------------------------------------------------------------

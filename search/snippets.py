@@ -10,8 +10,7 @@ highlights themselves.
 
 from dataclasses import dataclass
 
-from django.db import connection
-
+from . import db
 from .contract import Highlight, Snippet
 from .sql import KINDS, TEXT_SEARCH_CONFIG
 
@@ -48,7 +47,7 @@ class PageDocument:
 def page_documents(ids: list[int], with_fields: bool = True) -> dict[int, PageDocument]:
     """The page's rows; with `with_fields`, each record's text fields too
     (for snippets and include_content), read from its own table."""
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(
             "SELECT d.id, d.kind, d.record_id, d.key, p.key, d.title, d.status, d.severity, d.created_at, "
             "d.updated_at FROM search_document d LEFT JOIN backlog_product p ON p.id = d.product_id "
@@ -84,7 +83,7 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
     matched: dict[int, list[str]] = {doc_id: [] for doc_id in documents}
     headlines: dict[tuple[int, str], str] = {}
     if tsquery and candidates:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
                 f"""
                 WITH f(doc, field, body, position) AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[])

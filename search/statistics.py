@@ -16,15 +16,17 @@ import time
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.db import connection
 
+from . import db
 from .query import ParsedQuery
 from .scope import Scope
 from .sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 
-_stats_cache: dict = {"at": 0.0}
-# products -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
-_scoped_n: dict[tuple[int, ...], tuple[float, float]] = {}
+# Per database alias (search.db): a replica's statistics may trail the primary's.
+# alias -> {"at": when read, "n": N, "freq": lexeme -> fraction}
+_stats_cache: dict[str, dict] = {}
+# (alias, products) -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
+_scoped_n: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
 CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
 CACHE_SECONDS = 30
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
@@ -33,19 +35,21 @@ _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
     """(N, lexeme -> fraction of documents) from the planner's statistics; for
     some `products` only, (their N counted, no fractions)."""
+    alias = db.alias()
     if products is not None:
-        key = tuple(products)
+        key = (alias, tuple(products))
         at, n = _scoped_n.get(key, (0.0, 0.0))
         if time.monotonic() - at >= CACHE_SECONDS:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(key)])
+            with db.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(products)])
                 n = float(max(cursor.fetchone()[0], 1))
             if n >= CACHED_FROM:
                 _scoped_n[key] = (time.monotonic(), n)
         return n, {}
-    if time.monotonic() - _stats_cache["at"] < CACHE_SECONDS:
-        return _stats_cache["n"], _stats_cache["freq"]
-    with connection.cursor() as cursor:
+    cached = _stats_cache.get(alias)
+    if cached and time.monotonic() - cached["at"] < CACHE_SECONDS:
+        return cached["n"], cached["freq"]
+    with db.cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
         reltuples = cursor.fetchone()[0]
         if reltuples is None or reltuples < CACHED_FROM:
@@ -67,7 +71,7 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
             freq.update({e.strip('"'): f for e, f in zip(elements.strip("{}").split(","), freqs, strict=False)})
     # Only cache for a large corpus; a small one is counted every time, cheaply.
     if reltuples >= CACHED_FROM:
-        _stats_cache.update(at=time.monotonic(), n=float(reltuples), freq=freq)
+        _stats_cache[alias] = {"at": time.monotonic(), "n": float(reltuples), "freq": freq}
     return float(max(reltuples, 1)), freq
 
 
@@ -118,26 +122,18 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
             df[q] = float(max(round(freq[lexemes[0]] * n), 1))
         else:
             to_count.append(q)
-    if to_count and products is None:  # rare words: through the GIN index, one statement
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT t.q, (SELECT count(*) FROM (SELECT 1 FROM search_document "
-                "WHERE search_vector @@ t.q::tsquery LIMIT %(cap)s) s) FROM unnest(%(queries)s::text[]) AS t(q)",
-                {"cap": settings.SEARCH_EXACT_LIMIT + 1, "queries": to_count},
-            )
-            df.update({q: float(count) for q, count in cursor.fetchall()})
-    elif to_count:
+    if to_count and products is not None:
         # Every word is counted here, common ones too: those a sample finds
-        # common are estimated from it, the rest counted exactly (capped),
-        # each its own subquery with its tsquery written out for the planner.
+        # common are estimated from it, the rest counted exactly (capped).
         df.update(common := _sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
-    if to_count and products is not None:
+    if to_count:  # rare words: through the GIN index, one statement
+        within = "" if products is None else "AND product_id = ANY(%(products)s) "
         counted = _count_each(
             to_count,
-            "SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {q}::tsquery "
-            "AND product_id = ANY(%(products)s) LIMIT %(cap)s) s",
-            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products)},
+            f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
+            "LIMIT %(cap)s) s",
+            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products or ())},
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -146,9 +142,11 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
 def _count_each(tsqueries: list[str], count_sql: str, params: dict) -> dict[str, int]:
     """`count_sql` (a count with `{q}` where the tsquery goes) for each of
     `tsqueries`, in one statement. Each tsquery is written out in its own
-    subquery, so the planner weighs each word by its own frequency."""
+    subquery, so the planner weighs each word by its own frequency; and no
+    subquery refers to an outer row, which Citus cannot run on a
+    distributed table (docs/scaling.md)."""
     parts = [f"SELECT {i}, ({count_sql.format(q=f'%(q{i})s')})" for i in range(len(tsqueries))]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), {**params, **{f"q{i}": q for i, q in enumerate(tsqueries)}})
         return {tsqueries[i]: count for i, count in cursor.fetchall()}
 

@@ -13,9 +13,7 @@ import re
 from difflib import SequenceMatcher
 from functools import cache
 
-from django.db import connection, transaction
-
-from . import facets
+from . import db, facets
 from .embeddings import TOKENIZER_PATH
 from .query import ParsedQuery
 from .rows import ArmResult
@@ -64,7 +62,7 @@ def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float]
         corrections = {word: best for word in unknown if (best := _closest(word, titles))}
         return None, _corrected(parsed.text, corrections)
     typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
-    with transaction.atomic(), connection.cursor() as cursor:
+    with db.atomic(), db.cursor() as cursor:
         corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
         if corrections:
             return None, _corrected(parsed.text, corrections)
@@ -82,28 +80,38 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
     corrections = {}
     for word in typed:
         stems = [word[:k].lower() for k in (len(word) - 1, len(word) - 2) if k >= STEM_PREFIX_MIN]
-        cursor.execute(
-            f"""SELECT c FROM unnest(%(stems)s::text[]) WITH ORDINALITY AS u(c, n)
-                WHERE EXISTS (SELECT 1 FROM search_document d
-                              WHERE d.search_vector @@ to_tsquery('simple', quote_literal(c)) AND ({scope.where}))
-                ORDER BY n LIMIT 1""",
-            {"stems": stems, **scope.params},
+        if not stems:
+            continue
+        # One subquery per stem, none referring to an outer row (Citus runs those on a distributed table).
+        found = ", ".join(
+            f"""EXISTS (SELECT 1 FROM search_document d WHERE d.search_vector @@ to_tsquery('simple',
+                quote_literal(%(stem{i})s)) AND ({scope.where}))"""
+            for i in range(len(stems))
         )
-        if row := cursor.fetchone():
-            corrections[word] = row[0]
+        cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
+        if stem := next((stem for stem, exists in zip(stems, cursor.fetchone()[0], strict=True) if exists), None):
+            corrections[word] = stem
     return corrections
 
 
 def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
     """Each unknown word's closest word among the five titles most like it."""
-    cursor.execute("SELECT set_config('pg_trgm.word_similarity_threshold', %(t)s, true)", {"t": str(TYPO_SIMILARITY)})
-    cursor.execute(
-        f"""SELECT w, ARRAY(SELECT d.title FROM search_document d WHERE w <%% d.title AND ({scope.where})
-                           ORDER BY word_similarity(w, d.title) DESC, d.id LIMIT 5)
-            FROM unnest(%(words)s::text[]) AS w""",
-        {"words": unknown, **scope.params},
+    _similarity_threshold(cursor)
+    closest = ", ".join(
+        f"""ARRAY(SELECT d.title FROM search_document d WHERE %(word{i})s <%% d.title AND ({scope.where})
+                  ORDER BY word_similarity(%(word{i})s, d.title) DESC, d.id LIMIT 5)"""
+        for i in range(len(unknown))
     )
-    return {word: best for word, titles in cursor.fetchall() if (best := _closest(word, titles))}
+    cursor.execute(f"SELECT {closest}", {**{f"word{i}": word for i, word in enumerate(unknown)}, **scope.params})
+    titles = cursor.fetchone()
+    return {word: best for word, found in zip(unknown, titles, strict=True) if (best := _closest(word, found))}
+
+
+def _similarity_threshold(cursor) -> None:
+    """pg_trgm's threshold for this transaction. A SET LOCAL statement, not
+    set_config(): Citus passes SET LOCAL on to the workers
+    (citus.propagate_set_commands = 'local'), never a function's effect."""
+    cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {float(TYPO_SIMILARITY)}")
 
 
 def _closest(word: str, titles: list[str]) -> str | None:

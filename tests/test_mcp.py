@@ -500,3 +500,30 @@ def test_http_without_a_valid_token_is_refused(http_server, authorization):
 
     assert refused.value.code == 401
     assert "Bearer" in refused.value.headers["WWW-Authenticate"]
+
+
+def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_can(http_server, alice_token):
+    """Stateless HTTP: a tool call carrying no session id (the session was
+    begun on another server, or never) gets its answer, not "session not
+    found". docs/scaling.md relies on it."""
+    key, _ = alice_token
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "renewal", "mode": "keyword"}},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {key}",
+    }
+    request = urllib.request.Request(http_server, json.dumps(call).encode(), headers, method="POST")
+
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert "mcp-session-id" not in {name.lower() for name in response.headers}
+        events = [line[len("data: ") :] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+
+    answer = json.loads(events[-1])
+    assert answer["id"] == 7 and not answer["result"]["isError"]
+    assert answer["result"]["structuredContent"]["results"][0]["key"]

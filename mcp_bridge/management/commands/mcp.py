@@ -3,7 +3,10 @@
 stdio (the default) is for a client that starts this command itself; stdout
 is then the protocol, so nothing here writes to it. `--transport http`
 serves streamable HTTP at http://HOST:PORT/mcp, where every request needs a
-REST API token as its bearer token.
+REST API token as its bearer token. HTTP is stateless: the tools keep
+nothing between calls, so no request depends on the process that answered
+the one before, and any number of servers can stand behind a load balancer
+without sticky sessions (docs/scaling.md).
 """
 
 import uvicorn
@@ -30,7 +33,7 @@ class Command(BaseCommand):
         if user:
             raise CommandError("--user is for stdio; over HTTP each request acts as its bearer token's user.")
         url = f"http://{host}:{port}"
-        app = build_server(http_url=url).streamable_http_app(host=host)
+        app = build_server(http_url=url).streamable_http_app(host=host, stateless_http=True)
         self.stderr.write(f"MCP over streamable HTTP at {url}/mcp (Authorization: Bearer <API token>)")
         uvicorn.run(app, host=host, port=port, log_level="warning")
 

