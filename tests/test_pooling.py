@@ -37,36 +37,47 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def database_settings(monkeypatch, **env: str) -> dict:
     """DATABASES["default"] as config/settings.py makes it from `env`."""
-    for name in ("DATABASE_URL", "DATABASE_POOL", "DATABASE_POOLER"):
+    for name in ("DATABASE_URL", "DATABASE_REPLICA_URLS", "DATABASE_POOL", "DATABASE_POOLER"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SECRET_KEY", "settings-test-only")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return runpy.run_path(str(ROOT / "config" / "settings.py"))["DATABASES"]["default"]
+    return runpy.run_path(str(ROOT / "config" / "settings.py"))["DATABASES"]
 
 
 # -- the settings ----------------------------------------------------------------------------
 
 
 def test_behind_pgbouncer_no_server_side_cursor_and_no_prepared_statement(monkeypatch):
-    database = database_settings(
-        monkeypatch, DATABASE_URL="postgres://qa@pgbouncer:6432/qa", DATABASE_POOLER="pgbouncer-transaction"
+    databases = database_settings(
+        monkeypatch,
+        DATABASE_URL="postgres://qa@pgbouncer:6432/qa",
+        DATABASE_REPLICA_URLS="postgres://qa@pgbouncer-standby:6432/qa",
+        DATABASE_POOLER="pgbouncer-transaction",
     )
 
-    assert database["DISABLE_SERVER_SIDE_CURSORS"] is True
-    assert database["OPTIONS"]["prepare_threshold"] is None
-    assert database["CONN_MAX_AGE"] == 60  # a connection to PgBouncer holds no server connection while idle
-    assert "pool" not in database["OPTIONS"]
+    assert set(databases) == {"default", "replica1"}
+    for database in databases.values():
+        assert database["DISABLE_SERVER_SIDE_CURSORS"] is True
+        assert database["OPTIONS"]["prepare_threshold"] is None
+        assert database["CONN_MAX_AGE"] == 60  # a connection to PgBouncer holds no server connection while idle
+        assert "pool" not in database["OPTIONS"]
 
 
 def test_djangos_own_pool_hands_connections_back_after_each_request(monkeypatch):
-    embedded = database_settings(monkeypatch, DATABASE_POOL="2,4")
-    own_server = database_settings(monkeypatch, DATABASE_URL="postgres://qa@db/qa", DATABASE_POOL="1, 8")
+    embedded = database_settings(monkeypatch, DATABASE_POOL="2,4")["default"]
+    own_server, replica = database_settings(
+        monkeypatch,
+        DATABASE_URL="postgres://qa@db/qa",
+        DATABASE_REPLICA_URLS="postgres://qa@standby/qa",
+        DATABASE_POOL="1, 8",
+    ).values()
 
     assert embedded["ENGINE"] == "config.postgres"
     assert embedded["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 4}
     assert embedded["CONN_MAX_AGE"] == 0  # Django refuses a pool with persistent connections
-    assert own_server["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 8} and own_server["CONN_MAX_AGE"] == 0
+    for database in (own_server, replica):
+        assert database["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 8} and database["CONN_MAX_AGE"] == 0
     assert not own_server.get("DISABLE_SERVER_SIDE_CURSORS")  # the pool lends a connection for a whole request
 
 
@@ -107,7 +118,7 @@ def behind(bouncer, monkeypatch):
     config/settings.py sets it up for DATABASE_POOLER=pgbouncer-transaction."""
     name = connection.settings_dict["NAME"]
     pooled = database_settings(monkeypatch, DATABASE_URL=bouncer.url(name), DATABASE_POOLER="pgbouncer-transaction")
-    wrapper = ConnectionHandler({"default": copy.deepcopy(pooled)})["default"]
+    wrapper = ConnectionHandler({"default": copy.deepcopy(pooled["default"])})["default"]
     direct = connections["default"]
     connections["default"] = wrapper
     try:
