@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install system-packages bench fuzz lint
+.PHONY: run test install system-packages bench fuzz lint pool-check
 
 # The local quick start opts in to Django's debug pages (DEBUG defaults to false).
 run: install
@@ -23,14 +23,22 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # Debian packages the tests drive: Chromium for the browser tests (Playwright's
-# own download does not work on these machines), and user-mode QEMU, which runs
-# the embedded PostgreSQL as CPUs without AVX-512 (tests/test_portability.py).
+# own download does not work on these machines), user-mode QEMU, which runs
+# the embedded PostgreSQL as CPUs without AVX-512 (tests/test_portability.py),
+# and PgBouncer, which the tests put in front of it (tests/test_pooling.py).
 # Installed once, with sudo when not root.
 system-packages:
 	@missing=""; test -x /usr/bin/chromium || missing="chromium"; \
 	  command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
+	  test -x /usr/sbin/pgbouncer || missing="$$missing pgbouncer"; \
 	  if [ -n "$$missing" ]; then SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing; fi
+
+# The search, import, REST and MCP tests once more, with the database behind
+# a PgBouncer in transaction mode, 4 server connections (tests/pgbouncer.py).
+pool-check: install system-packages
+	$(BIN)/python -m tests.pgbouncer tests/test_search.py tests/test_import_export.py tests/test_api.py \
+	  tests/test_mcp.py tests/test_service.py
 
 bench: install
 	$(BIN)/python bench/import_bench.py

@@ -1,6 +1,7 @@
 """Throughput and latency under load: the production server beside runserver, in one run.
 
     .venv/bin/python bench/load_bench.py [--clients 4] [--seconds 30] [--database test_bench_search]
+    .venv/bin/python bench/load_bench.py --servers gunicorn,gunicorn+pool,gunicorn+pgbouncer
 
 Serves the database kept by `bench/search_bench.py --keep-db` (100,000
 demo records) twice on loopback, one server at a time: Django's runserver
@@ -12,11 +13,20 @@ token, send a fixed mix for `--seconds` after a warm-up: hybrid search
 timeline 10%, keys and queries drawn from the corpus with one seed.
 Bounded: every server is stopped at the end, every request has a timeout.
 
+Connection pooling (docs/deploy.md): `gunicorn+pool` serves with Django's
+psycopg pool in each worker (DATABASE_POOL, `--pool`), `gunicorn+pgbouncer`
+through a PgBouncer in transaction mode with `--pgbouncer-size` server
+connections (tests/pgbouncer.py; Debian's package).
+
 Reported per server: requests, throughput, p50/p95/p99 latency, errors
-(anything but 200), and the ratio of throughputs.
+(anything but 200), the server connections open to the database (most and
+mean, from pg_stat_activity every 0.2 s while measuring), and the ratio of
+throughputs.
 """
 
 import argparse
+import collections
+import contextlib
 import http.client
 import json
 import os
@@ -118,8 +128,39 @@ def request_path(kind: str, rng: random.Random, keys: list[str], queries: list[s
     return f"/api/timeline/{rng.choice(keys)}"
 
 
+def upstream() -> dict:
+    """The bench database's server (this process set Django up in prepare())."""
+    from django.db import connection
+
+    from tests.pgbouncer import upstream
+
+    return upstream(connection)
+
+
+def count_connections(server: dict, database: str, until: threading.Event, counts: list[int]) -> None:
+    """Append the number of server processes serving `database`, every 0.2 s until `until` is set."""
+    import psycopg
+
+    # Connected to another database, so that this connection is not counted.
+    with psycopg.connect(dbname="postgres", autocommit=True, **server) as conn:
+        while not until.wait(0.2):
+            counts.append(
+                conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'",
+                    [database],
+                ).fetchone()[0]
+            )
+
+
 def load(
-    port: int, token: str, keys: list[str], queries: list[str], clients: int, seconds: float, warmup: float
+    port: int,
+    token: str,
+    keys: list[str],
+    queries: list[str],
+    clients: int,
+    seconds: float,
+    warmup: float,
+    database: str,
 ) -> dict:
     kinds = [kind for kind, weight in MIX for _ in range(weight)]
     times: list[float] = []
@@ -156,8 +197,14 @@ def load(
     threads = [threading.Thread(target=client, args=(seed,)) for seed in range(clients)]
     for thread in threads:
         thread.start()
+    time.sleep(max(0.0, begin - time.monotonic()))
+    measured, connections = threading.Event(), []
+    counter = threading.Thread(target=count_connections, args=(upstream(), database, measured, connections))
+    counter.start()
     for thread in threads:
         thread.join()
+    measured.set()
+    counter.join()
     times.sort()
 
     def pct(p: float) -> float:
@@ -170,6 +217,8 @@ def load(
         "p95": pct(95),
         "p99": pct(99),
         "errors": errors,
+        "connections_max": max(connections, default=0),
+        "connections_mean": statistics.fmean(connections) if connections else float("nan"),
     }
 
 
@@ -179,7 +228,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--database", default="test_bench_search")
-    parser.add_argument("--servers", default="runserver,gunicorn")
+    parser.add_argument(
+        "--servers", default="runserver,gunicorn", help="of runserver, gunicorn, gunicorn+pool, gunicorn+pgbouncer"
+    )
+    parser.add_argument("--pool", default="1,2", help="DATABASE_POOL (MIN,MAX a worker) for gunicorn+pool")
+    parser.add_argument("--pgbouncer-size", type=int, default=4, help="server connections for gunicorn+pgbouncer")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
 
@@ -187,15 +240,31 @@ def main() -> None:
     queries += QUERIES
     env = {**os.environ, "EMBEDDED_PG_DATABASE": args.database, "DEBUG": "false", "LOG_LEVEL": "ERROR"}
     env.setdefault("SECRET_KEY", "load-bench-only")
-    results = {}
-    for server in args.servers.split(","):
+    # One user sends thousands of searches a minute here: the rate limit would answer 429.
+    env.setdefault("SEARCH_RATE_LIMIT", "off")
+    results, runs = {}, collections.Counter()
+    for setup in args.servers.split(","):
+        server, _, pooling = setup.partition("+")
         port = free_port()
-        process = start(server, port, env)
-        try:
-            results[server] = load(port, token, keys, queries, args.clients, args.seconds, args.warmup)
-        finally:
-            process.terminate()
-            process.wait(60)
+        with contextlib.ExitStack() as stack:
+            served = dict(env)
+            if pooling == "pool":
+                served["DATABASE_POOL"] = args.pool
+            elif pooling == "pgbouncer":
+                from tests.pgbouncer import PgBouncer
+
+                bouncer = stack.enter_context(PgBouncer(upstream(), args.pgbouncer_size))
+                served.update(DATABASE_URL=bouncer.url(args.database), DATABASE_POOLER="pgbouncer-transaction")
+            elif pooling:
+                raise SystemExit(f"--servers: {setup}? pooling is pool or pgbouncer")
+            process = start(server, port, served)
+            runs[setup] += 1  # a setup named twice (to see the noise between runs) is reported twice
+            name = setup if runs[setup] == 1 else f"{setup} ({runs[setup]})"
+            try:
+                results[name] = load(port, token, keys, queries, args.clients, args.seconds, args.warmup, args.database)
+            finally:
+                process.terminate()
+                process.wait(60)
 
     print(f"# load: {args.clients} clients x {args.seconds:.0f} s (after {args.warmup:.0f} s warm-up), mix {MIX}")
     print(
@@ -203,12 +272,13 @@ def main() -> None:
         f"Python {platform.python_version()}; gunicorn workers {env.get('SERVE_WORKERS', 'default')}, "
         f"threads {env.get('SERVE_THREADS', 'default')}"
     )
-    print("| server | requests | req/s | p50 ms | p95 ms | p99 ms | errors |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"# DATABASE_POOL for +pool: {args.pool}; PgBouncer server connections for +pgbouncer: {args.pgbouncer_size}")
+    print("| server | requests | req/s | p50 ms | p95 ms | p99 ms | errors | connections most | mean |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for server, r in results.items():
         print(
             f"| {server} | {r['requests']:,} | {r['throughput']:.1f} | {r['p50']:.1f} | {r['p95']:.1f} | "
-            f"{r['p99']:.1f} | {len(r['errors'])} |"
+            f"{r['p99']:.1f} | {len(r['errors'])} | {r['connections_max']} | {r['connections_mean']:.1f} |"
         )
     if "runserver" in results and "gunicorn" in results:
         print(

@@ -193,6 +193,7 @@ else:
         }
     }
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+
 if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 # Read replicas (config/postgres/replicas.py, docs/scaling.md): streaming
@@ -210,6 +211,37 @@ DATABASE_REPLICA_MAX_LAG = envfloat("DATABASE_REPLICA_MAX_LAG", 2.0)
 if DATABASE_REPLICAS:
     DATABASE_ROUTERS = ["config.postgres.replicas.ReplicaRouter"]
     MIDDLEWARE.append("config.middleware.ReadYourWritesMiddleware")
+
+# Connection pooling, either or both, for the primary and every replica
+# (docs/deploy.md, "Connection pooling").
+# DATABASE_POOL=MIN,MAX: Django's psycopg pool in each process, per database.
+# A request hands its connection back when it ends, so connections are not
+# kept per thread (CONN_MAX_AGE 0, which Django requires with a pool).
+if pool_sizes := envlist("DATABASE_POOL", ""):
+    try:
+        pool_min, pool_max = (int(size) for size in pool_sizes)
+    except ValueError:
+        raise ImproperlyConfigured(f"DATABASE_POOL={os.environ['DATABASE_POOL']!r}: use MIN,MAX, like 2,4.") from None
+    for database in DATABASES.values():
+        database["CONN_MAX_AGE"] = 0
+        database.setdefault("OPTIONS", {})["pool"] = {"min_size": pool_min, "max_size": pool_max}
+# DATABASE_POOLER=pgbouncer-transaction: DATABASE_URL (and DATABASE_REPLICA_URLS)
+# name PgBouncers in transaction mode, which give each transaction whichever
+# server connection is free. Whatever outlives a transaction on the server is
+# then lost, or found by someone else: a server-side cursor that Django's
+# .iterator() declares WITH HOLD outside a transaction, or a prepared statement
+# (psycopg prepares a query run five times unless prepare_threshold is None;
+# Django sets None too, stated here so that it stays off).
+DATABASE_POOLER = envstr("DATABASE_POOLER", "")
+if DATABASE_POOLER == "pgbouncer-transaction":
+    if not os.environ.get("DATABASE_URL"):
+        raise ImproperlyConfigured("DATABASE_POOLER is set: point DATABASE_URL at the PgBouncer.")
+    for database in DATABASES.values():
+        database["DISABLE_SERVER_SIDE_CURSORS"] = True
+        database.setdefault("OPTIONS", {})["prepare_threshold"] = None
+elif DATABASE_POOLER:
+    raise ImproperlyConfigured(f"DATABASE_POOLER={DATABASE_POOLER!r}: use pgbouncer-transaction, or leave it unset.")
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -150,7 +150,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def manage(*args: str, env: dict, **kwargs) -> subprocess.CompletedProcess | subprocess.Popen:
     command = [sys.executable, str(ROOT / "manage.py"), *args]
     full_env = {**os.environ, **env}
-    full_env.pop("DATABASE_URL", None) if "DATABASE_URL" not in env else None
+    if "DATABASE_URL" not in env:  # the embedded server: no DATABASE_URL, nor the pooler it may name
+        for name in ("DATABASE_URL", "DATABASE_POOLER"):
+            full_env.pop(name, None)
     if kwargs.pop("background", False):
         return subprocess.Popen(
             command, env=full_env, cwd=ROOT, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True

@@ -106,8 +106,9 @@ def test_a_shared_buffers_setting_that_is_not_a_size_is_named_with_the_fix(tmp_p
 @pytest.mark.slow
 @pytest.mark.django_db
 def test_database_url_selects_the_users_server():
-    socket_dir = connection.get_connection_params()["host"]
-    url = f"postgresql://postgres@{quote(socket_dir, safe='')}/{connection.settings_dict['NAME']}"
+    params = connection.get_connection_params()  # the embedded server's socket folder, or DATABASE_URL's host
+    host = quote(params["host"], safe="") + (f":{params['port']}" if params.get("port") else "")
+    url = f"postgresql://{params['user']}@{host}/{connection.settings_dict['NAME']}"
 
     out = shell(
         "from django.db import connection\nc = connection.cursor(); c.execute('SELECT current_database()');"

@@ -155,7 +155,12 @@ def fresh_database(name: str, keep: bool):
     try:
         yield
     finally:
-        teardown_databases(old_config, verbosity=0, keepdb=keep)
+        teardown_databases(old_config, verbosity=0, keepdb=True)  # points the connection back
+        if not keep:
+            # FORCE: a PgBouncer in front keeps idle server connections to the
+            # database, and PostgreSQL drops none that has connections.
+            with connection._nodb_cursor() as cursor:
+                cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)} WITH (FORCE)")
 
 
 class EngineRanking:
