@@ -156,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
 
     connection.settings_dict["TEST"]["NAME"] = "test_bench_mcp"
-    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db)
+    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
     try:
         database = connection.settings_dict["NAME"]
         token = Token.objects.values_list("key", flat=True).first() if args.keep_db else None

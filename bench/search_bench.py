@@ -325,7 +325,9 @@ def main() -> None:
     if args.records != 100_000:
         name += f"_{args.records}"
     connection.settings_dict["TEST"]["NAME"] = name
-    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db)
+    # Not serialized: Django copies a test database's every row into memory
+    # for TransactionTestCase, gigabytes at a million records.
+    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM search_document")
