@@ -91,7 +91,7 @@ class Fts5:
         )
         copied = 0
         # A server-side cursor: a client-side one holds every row at once
-        # (at a million records, gigabytes; the OOM killer stopped a run).
+        # (at a million records, gigabytes).
         with transaction.atomic(), connection.connection.cursor(name="fts5_copy") as cursor:
             cursor.itersize = 20_000
             cursor.execute(
