@@ -15,7 +15,7 @@ Settings (read with ``getattr(settings, NAME, default)``; all optional):
 * ``EMBEDDING_PROVIDER``: ``"local"`` (default) or ``"openai"``.
 * local: ``EMBEDDING_MODEL_CACHE`` (folder for the derived model file, default ``<project>/.local/models``),
   ``EMBEDDING_LOCAL_VARIANT`` (``"int8-dynamic"``, the default, or ``"int8"``: the packaged file as is),
-  ``EMBEDDING_THREADS`` (onnxruntime intra-op threads, default 1; 0 = one per core).
+  ``EMBEDDING_THREADS`` (texts embedded at once, one onnxruntime thread each; default 0 = one per core).
 * openai: ``EMBEDDING_API_URL`` (``https://host/v1``), ``EMBEDDING_API_KEY``, ``EMBEDDING_MODEL``,
   ``EMBEDDING_DIMENSIONS``, ``EMBEDDING_API_TIMEOUT`` (seconds, 30), ``EMBEDDING_API_BATCH`` (64).
 """
@@ -63,12 +63,14 @@ LOCAL_VARIANTS = (VARIANT_PACKAGED, VARIANT_DYNAMIC)
 #: call, so a text embedded among other texts would get a slightly different vector (cosine ~0.99).
 DEFAULT_BATCH_SIZE = 1
 
-#: onnxruntime intra-op threads. One thread is the robust choice on a small machine shared with
-#: PostgreSQL: measured on 2 cores, 2 threads gave 59 docs/s when idle but fell to 19 docs/s (query
-#: 5.9 ms) while other processes were busy, because its worker threads wait on each other; 1 thread gave
-#: 42 idle and 33 busy (query 1.9–2.0 ms). Set EMBEDDING_THREADS=0 (one per core) for bulk embedding
-#: on an otherwise idle machine.
-DEFAULT_THREADS = 1
+#: Texts embedded at once, each by its own onnxruntime run on one thread; 0 = one per core. A query is one
+#: text, so it always takes one thread. Within one text, onnxruntime's own threads scale poorly and wait on
+#: each other: on 2 cores two of them gave 1.48x one thread's speed when idle and 0.39x while other
+#: processes were busy. Texts side by side share nothing: 2.00x when idle (95 texts/s), the same bits; two
+#: processes did no better (2.10x paired, 90 texts/s median). Busy, the scheduler gives a process its
+#: share however many threads it runs, and two texts at once then ran at 0.76-0.87x of one. `serve` runs
+#: its worker at a lower priority (search.worker.WORKER_NICENESS), so its threads yield to requests.
+DEFAULT_THREADS = 0
 
 
 class EmbeddingError(RuntimeError):

@@ -8,11 +8,16 @@ from the first once a run has lasted STABLE_AFTER seconds. It records what it
 sees in the `search_worker` row (search.models.Worker): state, restarts, the
 last error (the tail of the worker's stderr) and a heartbeat, which index
 health and the dashboard show from any process.
+
+The worker runs at a lower CPU priority (WORKER_NICENESS): it
+embeds on every core (EMBEDDING_THREADS), and a request should not wait
+for a backlog.
 """
 
 import collections
 import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -32,6 +37,8 @@ BACKOFF_MAX = 60.0
 STABLE_AFTER = 60.0
 HEARTBEAT_SECONDS = 10.0
 STDERR_LINES = 20
+#: Added to the embedding worker's niceness (0-19): requests come first.
+WORKER_NICENESS = 10
 
 
 PR_SET_PDEATHSIG = 1
@@ -46,10 +53,12 @@ def die_with_parent() -> None:
 
 
 class Supervisor:
-    def __init__(self, name: str, command: list[str], backoff_first: float = BACKOFF_FIRST):
+    def __init__(self, name: str, command: list[str], backoff_first: float = BACKOFF_FIRST, niceness: int = 0):
+        """``niceness`` is added to the child's (os.nice): a positive one gives it less of a busy CPU."""
         self.name = name
         self.command = command
         self.backoff_first = backoff_first
+        self.niceness = niceness
         self.restarts = 0
         self.process: subprocess.Popen | None = None
         self._stopping = threading.Event()
@@ -92,7 +101,7 @@ class Supervisor:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=self._prepare_child,
         )
         tail = collections.deque(maxlen=STDERR_LINES)
         reader = threading.Thread(target=lambda: tail.extend(self.process.stderr), daemon=True)
@@ -107,6 +116,11 @@ class Supervisor:
         reader.join(5)
         lines = [line.strip() for line in tail if line.strip()]
         return returncode, " | ".join(lines[-3:])[-500:]
+
+    def _prepare_child(self) -> None:
+        die_with_parent()
+        if self.niceness:
+            os.nice(self.niceness)
 
     def _record(self, state: str, **fields) -> None:
         """Write the worker's row; a database that is down only delays it to the next heartbeat."""

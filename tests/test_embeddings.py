@@ -163,6 +163,21 @@ def test_a_batch_gives_the_same_vectors_as_one_text_at_a_time(provider_name, req
     np.testing.assert_allclose(batch, one_by_one, atol=1e-5)
 
 
+@pytest.mark.parametrize("provider_name", ["local", "packaged"])
+def test_texts_embedded_side_by_side_get_the_same_bits_as_one_after_another(provider_name, request):
+    provider = request.getfixturevalue(provider_name)
+    texts = TEXTS_OF_MANY_LENGTHS * 6  # packaged: three padded batches of 16 + 4
+
+    def with_threads(threads):
+        return LocalEmbeddingProvider(
+            variant=provider.variant, cache_dir=provider.cache_dir, batch_size=provider.batch_size, threads=threads
+        )
+
+    one_thread, three = with_threads(1), with_threads(3)
+    assert np.array_equal(three.embed_documents(texts), one_thread.embed_documents(texts))
+    assert three._pool is not None and one_thread._pool is None  # they did run side by side, and one by one
+
+
 def test_the_dynamic_variant_only_embeds_one_text_per_call():
     with pytest.raises(ValueError, match="batch-mates"):
         LocalEmbeddingProvider(batch_size=8)
@@ -216,6 +231,36 @@ def test_the_model_reads_256_tokens_not_the_files_128(packaged):
     assert np.array_equal(long_a, long_b)
 
 
+def with_session(provider: LocalEmbeddingProvider, model) -> LocalEmbeddingProvider:
+    """A provider like ``provider`` that runs ``model`` (a path or serialized ONNX bytes)."""
+    import onnxruntime as ort
+
+    twin = LocalEmbeddingProvider(variant=provider.variant, cache_dir=provider.cache_dir, batch_size=provider.batch_size)
+    twin._load()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    twin._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return twin
+
+
+@pytest.mark.parametrize("provider_name", ["local", "packaged"])
+def test_without_its_nan_guards_the_model_gives_the_same_bits(provider_name, request):
+    """The provider runs the graph without its Where(IsNaN(softmax)) pairs, which is faster; the packaged
+    provider pads its batch of six, so masked keys are in there too."""
+    import onnx
+
+    provider = request.getfixturevalue(provider_name)
+    graph = onnx.load(str(provider.model_path()))
+    assert local_model.drop_nan_guards(graph) == 6  # one per layer
+    assert not [node for node in graph.graph.node if node.op_type == "IsNaN"]
+    assert local_model.drop_nan_guards(graph) == 0
+
+    edited = with_session(provider, graph.SerializeToString()).embed_documents(TEXTS_OF_MANY_LENGTHS)
+    as_exported = with_session(provider, str(provider.model_path())).embed_documents(TEXTS_OF_MANY_LENGTHS)
+    assert np.array_equal(edited, as_exported)
+    assert np.array_equal(edited, provider.embed_documents(TEXTS_OF_MANY_LENGTHS))
+
+
 def test_the_derived_model_is_cached_and_reused(local, model_cache, monkeypatch):
     local.embed_query("load")
     assert [path.name for path in model_cache.iterdir()] == ["all-MiniLM-L6-v2.int8-dynamic.8199be6f699a.onnx"]
@@ -259,12 +304,12 @@ def test_get_provider_builds_the_local_default_once(model_cache):
         provider = get_provider()
         assert isinstance(provider, LocalEmbeddingProvider)
         assert provider.model_id == "all-MiniLM-L6-v2/int8-dynamic"
-        assert provider.cache_dir == model_cache and provider.threads == 1
+        assert provider.cache_dir == model_cache and provider.threads == 0  # one per core
         assert get_provider() is provider
         reset_provider()
         assert get_provider() is not provider
-    with override_settings(EMBEDDING_MODEL_CACHE=str(model_cache), EMBEDDING_THREADS="0"):
-        assert get_provider().threads == 0
+    with override_settings(EMBEDDING_MODEL_CACHE=str(model_cache), EMBEDDING_THREADS="2"):
+        assert get_provider().threads == 2
     with override_settings(EMBEDDING_THREADS="all"):
         with pytest.raises(EmbeddingError, match="EMBEDDING_THREADS"):
             get_provider()

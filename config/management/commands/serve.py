@@ -88,7 +88,7 @@ class Command(BaseCommand):
         from django.db import connections
 
         from search.health import EMBEDDING_WORKER
-        from search.worker import Supervisor, die_with_parent
+        from search.worker import WORKER_NICENESS, Supervisor, die_with_parent
 
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
         # Ctrl-C: the children are stopped and the embedded database detached.
@@ -98,7 +98,8 @@ class Command(BaseCommand):
         if embed:
             # Each runs beside the server, is started again when it dies
             # (search/worker.py), and stops with the server.
-            helpers.append(Supervisor(EMBEDDING_WORKER, [sys.executable, manage, "embed", "--watch", "--no-progress"]))
+            worker = [sys.executable, manage, "embed", "--watch", "--no-progress"]
+            helpers.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS))
         if mcp_port:
             host = addrport.rsplit(":", 1)[0]
             command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]
