@@ -308,7 +308,7 @@ class LocalEmbeddingProvider:
         out = np.empty((len(clipped), self.dimensions), dtype=np.float32)
         order = sorted(range(len(clipped)), key=lambda i: len(clipped[i]))
         batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
-        for batch, vectors in zip(batches, self._map([[clipped[i] for i in batch] for batch in batches])):
+        for batch, vectors in zip(batches, self._map([[clipped[i] for i in batch] for batch in batches]), strict=True):
             out[batch] = vectors
         return out
 

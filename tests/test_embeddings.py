@@ -235,7 +235,9 @@ def with_session(provider: LocalEmbeddingProvider, model) -> LocalEmbeddingProvi
     """A provider like ``provider`` that runs ``model`` (a path or serialized ONNX bytes)."""
     import onnxruntime as ort
 
-    twin = LocalEmbeddingProvider(variant=provider.variant, cache_dir=provider.cache_dir, batch_size=provider.batch_size)
+    twin = LocalEmbeddingProvider(
+        variant=provider.variant, cache_dir=provider.cache_dir, batch_size=provider.batch_size
+    )
     twin._load()
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
