@@ -88,6 +88,8 @@ class Document(models.Model):
             # A record's neighbours in time, and the records of a feature (timeline, get).
             models.Index(fields=["feature_id", "created_at", "id"], name="search_document_feature_time"),
             models.Index(fields=["product_id", "created_at", "id"], name="search_document_product_time"),
+            # A copied record's vector: embed_pending copies it from a row with the same text.
+            models.Index(fields=["content_hash"], name="search_document_content_hash"),
             models.Index(
                 fields=["id"],
                 name="search_document_stale",

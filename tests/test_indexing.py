@@ -1,0 +1,153 @@
+"""Filling in embeddings (search.indexing.embed_pending) on the real database.
+
+The story: Tramline's testers filed the Android renewal bug three times,
+word for word (BUG-1, BUG-2, BUG-5), and in one test once more, later
+(BUG-9); the VAT bug and the printer bug are one of a kind. The model is watched (every text it is asked to
+embed is recorded), so each test can say what it computed and what it did
+not.
+"""
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from backlog.models import Bug
+from backlog.services import import_records
+from search.embeddings import document_text, get_provider
+from search.indexing import embed_pending, pending_count
+from search.models import Document
+
+from .conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+RENEWAL = {"title": "Renewal button does nothing", "description": "Tapping Renew on Android 14 shows a spinner forever"}
+
+
+def bug(key: str, title: str, description: str) -> dict:
+    return {"kind": "bug", "key": key, "product": "PRD-1", "title": title, "description": description}
+
+
+RECORDS = [
+    {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile", "description": "Ticketing app for city transit"},
+    bug("BUG-1", **RENEWAL),
+    bug("BUG-2", **RENEWAL),
+    bug("BUG-3", "Invoice PDF has the wrong VAT total", "The total ignores the reduced rate"),
+    bug("BUG-4", "Receipt printer prints garbled characters", "Since the driver update"),
+    bug("BUG-5", **RENEWAL),
+]
+
+
+@pytest.fixture
+def watched_model(monkeypatch):
+    """The active provider, recording every text it is asked to embed."""
+    provider = get_provider()
+    asked: list[str] = []
+    embed_documents = provider.embed_documents
+
+    def recording(texts):
+        asked.extend(texts)
+        return embed_documents(texts)
+
+    monkeypatch.setattr(provider, "embed_documents", recording)
+    return asked
+
+
+@pytest.fixture
+def tracker(db):
+    report = import_records(jsonl(*RECORDS).splitlines())
+    assert sum(report.created.values()) == len(RECORDS), report.problems
+
+
+def stored() -> dict[str, np.ndarray]:
+    """Each record's stored vector by key."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, embedding::real[] FROM search_document WHERE embedding IS NOT NULL")
+        return {key: np.array(vector, dtype=np.float32) for key, vector in cursor.fetchall()}
+
+
+def test_each_text_is_embedded_once_and_every_copy_gets_its_vector(tracker, watched_model):
+    assert embed_pending() == len(RECORDS)
+
+    renewal = document_text(RENEWAL["title"], RENEWAL["description"])
+    assert sorted(watched_model) == sorted(set(watched_model)) and watched_model.count(renewal) == 1
+    assert len(watched_model) == 4  # the product, the renewal bug, VAT, printer
+    vectors = stored()
+    assert np.array_equal(vectors["BUG-1"], vectors["BUG-2"]) and np.array_equal(vectors["BUG-1"], vectors["BUG-5"])
+    assert pending_count() == 0
+
+
+def test_every_row_gets_the_vector_of_its_own_text(tracker):
+    """Batches of two, so the pipeline holds a batch while it writes another and the copies cross batches."""
+    embed_pending(batch_size=2)
+
+    provider = get_provider()
+    vectors = stored()
+    for document in Document.objects.all():
+        own = provider.embed_query(document_text(document.title, document.body))
+        assert np.abs(vectors[document.key] - own).max() < 1e-3, document.key  # halfvec keeps ~3 digits
+        others = [key for key, vector in vectors.items() if not np.array_equal(vector, vectors[document.key])]
+        assert all(float(vectors[key] @ own) < 0.99 for key in others), document.key
+
+
+def test_a_copy_filed_later_gets_the_stored_vector_without_the_model(tracker, watched_model):
+    embed_pending()
+    watched_model.clear()
+    import_records(jsonl(bug("BUG-9", **RENEWAL)).splitlines())
+
+    assert embed_pending() == 1
+
+    assert watched_model == []
+    vectors = stored()
+    assert np.array_equal(vectors["BUG-9"], vectors["BUG-1"])
+
+
+def test_rows_whose_vector_is_current_are_not_embedded_again(tracker, watched_model):
+    embed_pending()
+    watched_model.clear()
+    Bug.objects.filter(key="BUG-3").update(description="The total ignores the reduced rate of 7%")
+
+    assert embed_pending() == 1
+
+    assert watched_model == [document_text("Invoice PDF has the wrong VAT total", "The total ignores the reduced rate of 7%")]
+
+
+def test_a_vector_of_another_model_is_not_copied(tracker, watched_model):
+    embed_pending()
+    Document.objects.update(embedding_model="another-model")
+    watched_model.clear()
+
+    assert embed_pending() == len(RECORDS)
+
+    assert len(watched_model) == 4  # computed again, the copies still once
+
+
+def test_a_row_edited_while_its_batch_is_embedded_waits_for_the_next_pass(tracker, watched_model):
+    """Batches of three: the first is in the model while the second is read; then BUG-1 changes."""
+    checks = 0
+
+    def edit_during_the_run():
+        nonlocal checks
+        checks += 1
+        if checks == 2:  # the first batch (the product, BUG-1, BUG-2) is being embedded
+            Bug.objects.filter(key="BUG-1").update(title="Renewal button does nothing (Android 14)")
+        return False
+
+    assert embed_pending(batch_size=3, should_stop=edit_during_the_run) == len(RECORDS) - 1
+
+    assert pending_count() == 1 and "BUG-1" not in stored()
+    assert embed_pending() == 1 and pending_count() == 0
+
+
+def test_a_stop_writes_the_batch_in_hand_and_the_next_run_resumes(tracker):
+    checks = 0
+
+    def stop_after_one_batch():
+        nonlocal checks
+        checks += 1
+        return checks > 1
+
+    assert embed_pending(batch_size=2, should_stop=stop_after_one_batch) == 2
+    assert pending_count() == len(RECORDS) - 2
+    assert embed_pending(batch_size=2) == len(RECORDS) - 2
+    assert pending_count() == 0
