@@ -24,6 +24,9 @@ from config.postgres import replicas
 from .embeddings import document_text, get_provider
 from .models import Document
 
+#: What embed_pending reads of a row.
+ROW = ("id", "title", "body", "content_hash")
+
 
 def pending_count() -> int:
     return Document.objects.needing_embedding(get_provider().model_id).count()
@@ -47,7 +50,7 @@ def embed_pending(
     in_hand = None  # the batch the model is embedding: its rows, their texts' hashes, the Future
 
     def write(rows, hashes, embedding) -> int:
-        vectors = dict(zip(hashes, embedding.result()))
+        vectors = dict(zip(hashes, embedding.result(), strict=True))
         if bar is not None:
             bar.update(len(rows))
         return _store(rows, [vectors[row[3]] for row in rows], provider.model_id)
@@ -56,7 +59,7 @@ def embed_pending(
     # with the calling thread, so its connection (and a test's transaction) is the one used.
     with ThreadPoolExecutor(1, thread_name_prefix="embed-pending") as model:
         while not should_stop():
-            batch = list(queryset.filter(id__gt=last_id).values_list("id", "title", "body", "content_hash")[:batch_size])
+            batch = list(queryset.filter(id__gt=last_id).values_list(*ROW)[:batch_size])
             if not batch:
                 break
             last_id = batch[-1][0]

@@ -109,7 +109,9 @@ def test_rows_whose_vector_is_current_are_not_embedded_again(tracker, watched_mo
 
     assert embed_pending() == 1
 
-    assert watched_model == [document_text("Invoice PDF has the wrong VAT total", "The total ignores the reduced rate of 7%")]
+    assert watched_model == [
+        document_text("Invoice PDF has the wrong VAT total", "The total ignores the reduced rate of 7%")
+    ]
 
 
 def test_a_vector_of_another_model_is_not_copied(tracker, watched_model):
