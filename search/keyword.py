@@ -109,10 +109,14 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     # Clearly broad: skip the exact attempt. Without filters the estimate is
     # the terms' document frequencies over what the user may see (exact for
     # one term; several terms are taken as independent, which rather under-
-    # than overestimates an AND); filters can cut the match set far below
-    # it, so then it is only trusted when it is three times the cap.
-    if plan.expected > (3 * cap if scope.filtered else cap):
-        return _broad(plan, scope, depth, plan.expected)
+    # than overestimates an AND). Filters on kind, status and severity scale
+    # it by their share of the records; as words and filters are not
+    # independent (a bug says "crash" more often than a test), the estimate
+    # of a filtered query is only trusted when it is three times the cap.
+    share = statistics.filter_share(scope)
+    expected = plan.expected * (1.0 if share is None else share)
+    if expected > (3 * cap if scope.filtered else cap):
+        return _broad(plan, scope, depth, expected)
     # The score is computed in the one pass over the matches: carrying each
     # row's search_vector out of the scan to rank it later cost more.
     score, params = score_sql(plan, "d")
@@ -128,16 +132,46 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
             SELECT
                 (SELECT c FROM n),
                 CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
-                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
+                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END,
+                CASE WHEN (SELECT c FROM n) > %(cap)s THEN ({PAGES_READ_SQL}) END
             """,
             {**params, **scope.params, **info_params(), "match": plan.match, "cap": cap, "depth": depth},
         )
-        count, facet_rows, rows = cursor.fetchone()
+        count, facet_rows, rows, pages = cursor.fetchone()
     if count <= cap:
         ranked, info = parse_ranked(rows)
         return ArmResult(ranked, count, True, facets.from_rows(facet_rows), plan.match, info)
     # Broad after all: rank a bounded candidate set, estimate total and facets.
-    return _broad(plan, scope, depth, max(plan.expected, cap + 1), above_cap=True)
+    return _broad(plan, scope, depth, max(expected, cap + 1, _extrapolated(count, pages)), above_cap=True)
+
+
+# The table's pages, and how far into them the exact attempt read to find
+# its cap + 1 matches. The GIN index answers through a bitmap, which reads
+# the table in page order; `(ctid::text::point)[0]` is a row's page.
+PAGES_READ_SQL = """
+    SELECT json_build_array(
+        (SELECT relpages FROM pg_class WHERE oid = 'search_document'::regclass),
+        (SELECT max((tid::text::point)[0]) + 1 FROM m)
+    )
+"""
+
+
+EXTRAPOLATE_FROM = 64  # matches found: fewer say little of how they spread
+
+
+def _extrapolated(found: int, pages: list | None) -> float:
+    """The matches of the whole table, from the `found` ones in the first
+    pages read (`pages`: [the table's, those read]), as matches lie spread
+    over the table. Independent words make a poor estimate of an AND of
+    words that go together ("season pass renewal": 98 expected, 19,979
+    found, at a million records); this one sizes the sample that estimates
+    total and facets (search.sampling), which corrects a few times off
+    either way. 0 when it cannot tell: too few found to say (a tiny cap), or
+    no statistics (relpages is 0)."""
+    if found < EXTRAPOLATE_FROM or not pages or not pages[0] or not pages[1]:
+        return 0.0
+    table, read = pages
+    return found * max(table, read) / read
 
 
 def coverage(result: ArmResult | None, parsed: ParsedQuery, stats) -> float:

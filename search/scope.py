@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from backlog import access
 
 from .contract import SearchRequest
+from .sql import filter_tokens, tokens_tsquery
 
 
 @dataclass(frozen=True)
@@ -26,15 +27,25 @@ class Scope:
     # Narrowed by the request's filters: the statistics (over all the user
     # may see) then overstate the matches in scope.
     filtered: bool = False
+    # The filters on kind, status and severity as the tokens they keep
+    # (search.sql.FILTER_PREFIXES), one group per filter: the share of the
+    # records they keep is estimated from the column statistics
+    # (search.statistics.filter_share).
+    token_groups: tuple[tuple[str, ...], ...] = ()
+    # Some filter is not a token (a feature, a date, a product): the share is unknown.
+    untokened: bool = False
 
-    def narrowed(self, condition: str, **params) -> "Scope":
-        """This scope and `condition` (its parameters named scope_*)."""
+    def narrowed(self, condition: str, tokens: tuple[tuple[str, ...], ...] = (), **params) -> "Scope":
+        """This scope and `condition` (its parameters named scope_*); `tokens`:
+        the token groups `condition` keeps (none: a condition of another kind)."""
         return Scope(
             f"({self.where}) AND ({condition})",
             {**self.params, **params},
             everything=False,
             products=self.products,
             filtered=True,
+            token_groups=self.token_groups + tokens,
+            untokened=self.untokened or not tokens,
         )
 
 
@@ -52,12 +63,15 @@ def access_scope(user) -> Scope:
     )
 
 
-# (request field, condition over d): each list filter keeps rows whose column is one of the values.
+# (request field, column): these filters keep rows whose column is one of
+# the values, asked of the filter tokens in the GIN index that also holds
+# the words (search.sql), so a keyword query's matches are narrowed inside
+# the index.
+TOKEN_FILTERS = {"entities": "kind", "status": "status", "severity": "severity"}
+# (request field, condition over d): the product filter stays a column
+# condition, which a table distributed by product (Citus) prunes shards by.
 LIST_FILTERS = {
-    "entities": "d.kind = ANY(%(scope_entities)s)",
     "products": "d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%(scope_products)s))",
-    "status": "d.status = ANY(%(scope_status)s)",
-    "severity": "d.severity = ANY(%(scope_severity)s)",
 }
 DATE_FILTERS = {
     "created_after": "d.created_at >= %(scope_created_after)s",
@@ -69,8 +83,16 @@ DATE_FILTERS = {
 
 def build_scope(request: SearchRequest, user) -> Scope:
     """The access rule and the request's filters (`feature`, and each of
-    LIST_FILTERS and DATE_FILTERS the request sets)."""
+    TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
     scope = access_scope(user)
+    groups = tuple(
+        filter_tokens(column, values)
+        for name, column in TOKEN_FILTERS.items()
+        if (values := getattr(request, name, None))
+    )
+    if groups:
+        query = " & ".join(f"({tokens_tsquery(group)})" for group in groups)
+        scope = scope.narrowed("d.search_markers @@ %(scope_tokens)s::tsquery", groups, scope_tokens=query)
     for name, condition in LIST_FILTERS.items():
         if values := getattr(request, name, None):
             scope = scope.narrowed(condition, **{f"scope_{name}": list(values)})

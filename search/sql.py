@@ -125,18 +125,44 @@ $$;
 #   many match (search.sampling.sample_matches);
 # - the month of updated_at (UTC): "the matches of the last few months"
 #   finds the most recent matches without visiting the others
-#   (search.statistics.recent_months).
+#   (search.statistics.recent_months);
+# - the record's kind, status and severity (FILTER_PREFIXES): a filter on
+#   them is one more condition on the same index (search.scope), so the
+#   index hands over only the matches the filters keep. As a B-tree beside
+#   it, PostgreSQL read the whole filter's entries to AND the two bitmaps
+#   (730,000 for "bugs" at a million records, 56 ms of a 70 ms query), and
+#   the filters' share of the records comes from the same column statistics
+#   as the words' (search.statistics.filter_share).
 SAMPLE_BUCKETS = 256  # a power of two: the bucket is the hash's low bits
 SAMPLE_PREFIX = "~s"
 MONTH_PREFIX = "~m"
+# The filter tokens: prefix + the column's value, as stored (no stemming, no case folding).
+FILTER_PREFIXES = {"kind": "~k", "status": "~t", "severity": "~v"}
 
 
-def _markers(kind: str) -> str:
+def _markers(kind: str, filters: bool = True) -> str:
     seed = list(KINDS).index(kind) + 1  # ids repeat across kinds; their buckets need not
-    return (
-        f"array_to_tsvector(ARRAY['{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1}), "
-        f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')])"
-    )
+    tokens = [
+        f"'{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1})",
+        f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')",
+    ]
+    if filters:
+        tokens.append(f"'{FILTER_PREFIXES['kind']}{kind}'")
+        for column in ("status", "severity"):
+            if KINDS[kind][column] != "NULL":
+                tokens.append(f"'{FILTER_PREFIXES[column]}' || nullif({KINDS[kind][column]}, '')")
+    # A NULL (no status yet) is no token: array_to_tsvector refuses NULLs.
+    return f"array_to_tsvector(array_remove(ARRAY[{', '.join(tokens)}], NULL))"
+
+
+def filter_tokens(column: str, values) -> tuple[str, ...]:
+    """The tokens of the records whose `column` is one of `values`."""
+    return tuple(FILTER_PREFIXES[column] + value for value in values)
+
+
+def tokens_tsquery(tokens) -> str:
+    """A tsquery matching any of `tokens`, each quoted as one lexeme."""
+    return " | ".join("'" + token.replace("\\", "\\\\").replace("'", "''") + "'" for token in tokens)
 
 
 def _vector(weights: dict[str, list[str]]) -> str:
@@ -150,9 +176,10 @@ def _vector(weights: dict[str, list[str]]) -> str:
     return " || ".join(parts)
 
 
-def index_rows_sql(kind: str, source: str, markers: bool = True) -> str:
+def index_rows_sql(kind: str, source: str, markers: bool = True, filter_tokens: bool = True) -> str:
     """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r).
-    `markers=False` is the SQL of before search_markers (migrations 0001-0008)."""
+    `markers=False` is the SQL of before search_markers (migrations 0001-0008),
+    `filter_tokens=False` that of before the filter tokens (0009-0012)."""
     spec = KINDS[kind]
     columns = COLUMNS + (", search_markers" if markers else "")
     updates = ", ".join(
@@ -163,18 +190,18 @@ def index_rows_sql(kind: str, source: str, markers: bool = True) -> str:
     SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
            {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
            {_vector(weighted_columns(kind))}, md5({spec["title"]} || E'\\n' || x.body)
-           {", " + _markers(kind) if markers else ""}
+           {", " + _markers(kind, filter_tokens) if markers else ""}
     FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(body_columns(kind))}) AS body) x
     ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
     """
 
 
-def create_triggers_sql(kind: str, markers: bool = True) -> str:
+def create_triggers_sql(kind: str, markers: bool = True, filter_tokens: bool = True) -> str:
     table = KINDS[kind]["table"]
     return f"""
     CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      {index_rows_sql(kind, "new_rows", markers)};
+      {index_rows_sql(kind, "new_rows", markers, filter_tokens)};
       RETURN NULL;
     END $$;
 
@@ -214,25 +241,32 @@ def drop_triggers_sql(kind: str) -> str:
     """
 
 
-def install_sql(markers: bool = True) -> str:
+def install_sql(markers: bool = True, filter_tokens: bool = True) -> str:
     """Triggers for every kind, and the index entries of rows already stored.
 
     Migrations run the current version of this SQL: a later change to the
     triggers ships as a migration that runs uninstall_sql() then
     install_sql(), which also re-indexes every stored row. Migrations from
-    before search_markers existed (0001-0008) ask for `markers=False`.
+    before search_markers existed (0001-0008) ask for `markers=False`, those
+    from before its filter tokens (0009-0012) for `filter_tokens=False`.
     """
-    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind, markers) for kind in KINDS]
-    statements += [index_rows_sql(kind, KINDS[kind]["table"], markers) + ";" for kind in KINDS]
+    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind, markers, filter_tokens) for kind in KINDS]
+    statements += [index_rows_sql(kind, KINDS[kind]["table"], markers, filter_tokens) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.
     statements.append("ALTER TABLE search_document SET (toast_tuple_target = 128)")
     return "\n".join(statements)
 
 
+def triggers_sql(filter_tokens: bool = True) -> str:
+    """The triggers alone, replaced in place (no row re-indexed): for a
+    change that a migration applies to the stored rows itself."""
+    return uninstall_sql() + "\n" + "\n".join(create_triggers_sql(kind, filter_tokens=filter_tokens) for kind in KINDS)
+
+
 def uninstall_sql() -> str:
     return "\n".join(drop_triggers_sql(kind) for kind in KINDS)
 
 
-def reinstall_sql(markers: bool = True) -> str:
-    return uninstall_sql() + "\n" + install_sql(markers)
+def reinstall_sql(markers: bool = True, filter_tokens: bool = True) -> str:
+    return uninstall_sql() + "\n" + install_sql(markers, filter_tokens)

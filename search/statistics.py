@@ -94,6 +94,27 @@ def recent_months(fraction: float, products: Sequence[int] | None = None) -> tup
     return None
 
 
+def filter_share(scope: Scope) -> float | None:
+    """The share of the records `scope`'s filters keep, estimated from the
+    column statistics of their tokens (search.sql.FILTER_PREFIXES; filters
+    taken as independent of each other); None when that cannot be said: a
+    filter that is not a token (a feature, a date, a product), or a user
+    who sees only some products, whose plans may not depend on the others'
+    records (the statistics count every record). A token too rare for the
+    statistics counts as none (an exact plan then)."""
+    if scope.untokened or scope.products is not None:
+        return None
+    if not scope.token_groups:
+        return 1.0
+    _, freq = corpus()
+    if not freq:  # a small or unanalyzed corpus: cheap whatever the plan
+        return None
+    share = 1.0
+    for group in scope.token_groups:
+        share *= min(1.0, sum(freq.get(token, 0.0) for token in group))
+    return share
+
+
 # The month tokens from %(since)s (YYYYMM) to the newest record's month, as
 # one tsquery: months too rare for the statistics count as well.
 MONTHS_SINCE_SQL = (

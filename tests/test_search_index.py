@@ -184,3 +184,58 @@ def test_the_search_vector_and_short_columns_stay_in_the_row(product):
 
     assert (body_out, embedding_out) == (True, True)  # the row was over the threshold
     assert kept == [None] * 6
+
+
+def filter_tokens(key: str) -> list[str]:
+    """The record's kind, status and severity tokens in search_markers (search.sql.FILTER_PREFIXES)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT array(SELECT lexeme FROM unnest(search_markers) WHERE lexeme ~ '^~[ktv]' ORDER BY lexeme) "
+            "FROM search_document WHERE key = %s",
+            [key],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_kind_status_and_severity_are_tokens_that_follow_every_change(product):
+    feature = Feature.objects.create(key="FEAT-1", product=product, name="Season pass renewal")
+    QATest.objects.create(key="TEST-1", product=product, feature=feature, title="Renew", status="draft")
+    Bug.objects.create(key="BUG-1", product=product, title="Spinner forever", severity="high")
+
+    assert filter_tokens("PRD-1") == ["~kproduct"]
+    assert filter_tokens("FEAT-1") == ["~kfeature"]
+    assert filter_tokens("TEST-1") == ["~ktest", "~tdraft"]
+    assert filter_tokens("BUG-1") == ["~kbug", "~topen", "~vhigh"]
+
+    Bug.objects.filter(key="BUG-1").update(status="fixed", severity="critical")
+
+    assert filter_tokens("BUG-1") == ["~kbug", "~tfixed", "~vcritical"]
+
+
+def test_a_filter_on_kind_status_and_severity_is_a_condition_on_the_words_index(product):
+    """The filter tokens live in the GIN index with the words, so a filtered
+    match set is narrowed inside that index, not ANDed with a B-tree's."""
+    from search.contract import SearchRequest
+    from search.scope import build_scope
+
+    Bug.objects.create(key="BUG-1", product=product, title="Spinner forever", severity="high")
+    scope = build_scope(SearchRequest(query="spinner", entities=["bug"], severity=["high", "critical"]), None)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) SELECT d.key FROM search_document d "
+            f"WHERE d.search_vector @@ 'spinner'::tsquery AND ({scope.where})",
+            scope.params,
+        )
+        plan = cursor.fetchone()[0][0]["Plan"]
+        cursor.execute(f"SELECT d.key FROM search_document d WHERE ({scope.where})", scope.params)
+        kept = [row[0] for row in cursor.fetchall()]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    conditions = [n.get("Index Cond", "") for n in nodes(plan) if n.get("Index Name") == "search_document_fts"]
+    assert any("search_vector @@" in c and "search_markers @@" in c for c in conditions), plan
+    assert kept == ["BUG-1"]

@@ -1,0 +1,36 @@
+"""Filter tokens in search_markers: the record's kind, status and severity.
+
+A filter on them becomes a condition on the GIN index the words use
+(search.sql, search.scope), so the index hands over only the matches the
+filters keep instead of ANDing its bitmap with a B-tree's. The triggers are
+replaced and the stored rows gain their tokens in one UPDATE of
+search_markers, from the row's own kind, status and severity columns: no
+text is parsed again and embeddings stay valid (content_hash does not
+change). ANALYZE gives the planner and search.statistics the tokens'
+frequencies.
+"""
+
+from django.db import migrations
+
+from search.sql import FILTER_PREFIXES, triggers_sql
+
+TOKENS = (
+    f"array_remove(ARRAY['{FILTER_PREFIXES['kind']}' || kind, '{FILTER_PREFIXES['status']}' || nullif(status, ''), "
+    f"'{FILTER_PREFIXES['severity']}' || nullif(severity, '')], NULL)"
+)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("search", "0012_content_hash_index"),
+    ]
+
+    operations = [
+        migrations.RunSQL(triggers_sql(), triggers_sql(filter_tokens=False)),
+        migrations.RunSQL(
+            f"UPDATE search_document SET search_markers = coalesce(search_markers, ''::tsvector) "
+            f"|| array_to_tsvector({TOKENS})",
+            f"UPDATE search_document SET search_markers = ts_delete(search_markers, {TOKENS})",
+        ),
+        migrations.RunSQL("ANALYZE search_document", migrations.RunSQL.noop),
+    ]
