@@ -201,15 +201,18 @@ def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]
     """N and the document frequency of each term (the whole tsquery in raw
     mode), over the records the user may see (scope.products). Settles whether the last word is also a
     prefix (ParsedQuery.settle_prefix) on the way: a word that fills the
-    keyword arm's candidate list by itself is taken as typed. Only without
-    filters or access rules: corpus-wide counts say nothing of the records
-    in scope, and must not decide what a user who sees fewer gets."""
+    keyword arm's candidate list by itself is taken as typed: counted over
+    the records the user may see, and scaled by the share of them the
+    filters keep when that is known (filter_share); under other filters
+    (a feature, dates, a product) the counts say too little of the records
+    in scope, and the word stays a prefix."""
     if parsed.raw is not None:
         return document_frequencies([parsed.raw] if parsed.raw else [], scope.products)
     terms = parsed.terms + parsed.units
     n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole], scope.products)
-    if not scope.filtered:
-        parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH)
+    share = filter_share(scope) if scope.filtered else 1.0
+    if share:
+        parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH / share)
     # A settled word's match changed with it (and a camel-case word's parts).
     if missing := [t.match for t in terms if t.match not in df]:
         df.update(document_frequencies(missing, scope.products)[1])

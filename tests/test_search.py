@@ -231,6 +231,45 @@ def test_a_word_counts_as_many_documents_from_the_statistics_as_counted(months_o
     assert (n, df) == (513.0, {"'freez'": float(freezes), "'crash'": 64.0, "'number'": 512.0})
 
 
+def test_the_filters_share_of_the_records_comes_from_their_tokens_statistics(months_of_bugs):
+    """Filters on kind, status and severity are tokens with column statistics:
+    the keyword arm's plans see how many records they keep. Other filters,
+    and a user who sees some products only, give no share."""
+    from django.contrib.auth.models import User
+
+    from search.scope import build_scope
+    from search.statistics import filter_share
+
+    def share(user=None, **filters):
+        return filter_share(build_scope(SearchRequest(query="any", **filters), user))
+
+    assert share() == 1.0
+    assert share(entities=["bug"], severity=["high"]) == pytest.approx(512 / 513 * 256 / 513, abs=0.005)
+    assert share(entities=["test"]) == 0.0  # no such record: no token in the statistics
+    assert share(severity=["high"], feature="FEAT-1") is None
+    assert share(User.objects.create(username="nobody"), severity=["high"]) is None
+
+
+@pytest.mark.parametrize("depth, found", [(100, False), (300, True)])
+def test_under_filters_a_word_common_in_scope_is_taken_as_typed(months_of_bugs, settings, depth, found):
+    """'freeze' as typed matches 448 records, 256 of them high: when the
+    filtered share of them fills the candidate list (depth 100), its
+    completions (freezer) are not asked for; when it does not (300), the
+    word stays a prefix too."""
+    from django.db import connection
+
+    assert import_records(jsonl(bug("BUG-900", "Freezer door", product="PRD-5", severity="high")).splitlines())
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE search_document")
+    settings.SEARCH_ARM_DEPTH = depth
+
+    response = run("freeze", mode="keyword", severity=["high"], limit=100)
+
+    assert "BUG-900" in keys(run("freezer door", mode="keyword", severity=["high"]))  # it is in scope
+    assert response.total == (257 if found else 256)
+    assert ("BUG-900" in keys(response)) is found
+
+
 def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(months_of_bugs, settings):
     from search.statistics import recent_months
 
