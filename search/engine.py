@@ -190,7 +190,8 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
     if mode in ("hybrid", "semantic"):
         vector = json.loads(vector_text)
         keyword_query = keyword_result.query if keyword_result else ""
-        semantic_result = semantic.nearest(vector, model_id, scope, depth, keyword_query)
+        semantic_depth = min(depth, settings.SEARCH_SEMANTIC_DEPTH)
+        semantic_result = semantic.nearest(vector, model_id, scope, semantic_depth, keyword_query)
     candidates = fusion.fuse(keyword_result, semantic_result)
     fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
     found = Found(
