@@ -776,7 +776,7 @@ def health_cache():
 def test_a_large_index_recounts_its_coverage_without_making_a_search_wait(monkeypatch, health_cache):
     from search import health
 
-    monkeypatch.setattr(health, "LARGE_INDEX", 1)  # as if it held more than 10,000 records
+    monkeypatch.setattr(health, "LARGE_INDEX", 1)  # as if it held more than 2,000 records
     monkeypatch.setattr(health, "HEALTH_TTL_SECONDS", 0.0)
     import_records(jsonl(*CORPUS[:3]).splitlines())
 
