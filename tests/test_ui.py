@@ -336,3 +336,35 @@ def test_the_dashboard_counts_charts_and_lists(as_alice, corpus):
     assert '<svg class="chart"' in html and '<title id="chart-title">' in html
     recent = re.findall(r'<th scope="row"><a href="/records/(BUG-\d+)/"', html)
     assert recent[:2] == ["BUG-41", "BUG-35"]
+
+
+def test_the_chart_names_the_year_under_its_first_month_and_every_january(as_alice, corpus):
+    html = as_alice.get("/dashboard/").content.decode()
+
+    ticks = re.findall(r'<text class="tick" x="[^"]+" y="[^"]+">([^<]+)</text>', html)
+    year_2025, year_2026 = "Jul \u201925", "Jan \u201926"
+    assert ticks == [year_2025, "Aug", "Sep", "Oct", "Nov", "Dec", year_2026, "Feb", "Mar", "Apr", "May", "Jun"]
+
+
+def test_a_bugs_typed_steps_are_numbered_one_a_line(as_alice, corpus):
+    steps = "1. Open Passes\n2) Tap Renew\n\n- Pay with the saved card\nstep 4: Wait 1.5 seconds"
+    bug = {"kind": "bug", "key": "BUG-500", "product": "PRD-1", "title": "Renew stalls", "raw_data": {"steps": steps}}
+    assert import_records(jsonl(bug).splitlines()).written
+
+    html = as_alice.get("/records/BUG-500/").content.decode()
+
+    listed = html.split('id="field-steps">')[1].split("</section>")[0]
+    assert re.findall(r"<li>([^<]*)</li>", listed) == [
+        "Open Passes",
+        "Tap Renew",
+        "Pay with the saved card",
+        "Wait 1.5 seconds",
+    ]
+
+
+def test_the_pages_have_an_icon_and_favicon_ico_leads_to_it(client, as_alice, corpus):
+    page = as_alice.get("/search/").content.decode()
+    response = client.get("/favicon.ico")
+
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', page).group(1)
+    assert response.status_code == 301 and response["Location"] == icon and icon.endswith(".svg")

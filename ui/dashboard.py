@@ -73,6 +73,7 @@ class Segment:
 @dataclass
 class Bar:
     label: str
+    tick: str  # under the bar: the month, with its year on the first bar and on every January
     x: float
     total: int
     segments: list[Segment] = field(default_factory=list)
@@ -134,7 +135,8 @@ def severity_chart(user, width: int = 720, height: int = 260) -> Chart | None:
     scale = (plot_bottom - plot_top) / top
     bars = []
     for index, (month, total) in enumerate(zip(months, totals, strict=True)):
-        bar = Bar(label=month.strftime("%b %Y"), x=round(plot_left + index * slot + slot * 0.15, 1), total=total)
+        tick = month.strftime("%b ’%y" if index == 0 or month.month == 1 else "%b")
+        bar = Bar(month.strftime("%b %Y"), tick, x=round(plot_left + index * slot + slot * 0.15, 1), total=total)
         y = plot_bottom
         for severity in SEVERITIES:
             n = counts.get(((month.year, month.month), severity), 0)

@@ -11,6 +11,8 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("records/<str:key>/", views.record, name="record"),
     path("dashboard/", views.dashboard, name="dashboard"),
+    # Browsers, feed readers and link previews ask for /favicon.ico whatever the page says.
+    path("favicon.ico", views.favicon, name="favicon"),
     path(
         "accounts/login/",
         # The admin's form refuses users who are not staff, with a message that says so.

@@ -8,6 +8,7 @@ both paths.
 """
 
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.utils.cache import patch_vary_headers
 
 from search import service
@@ -94,3 +95,8 @@ def dashboard(request):
         "chart": figures.severity_chart(request.user),
     }
     return render(request, "ui/dashboard.html", context)
+
+
+def favicon(request):
+    """/favicon.ico: the icon the pages link to (an SVG), for clients that ask here."""
+    return redirect(static("ui/favicon.svg"), permanent=True)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 from django import template
 from django.utils.dateparse import parse_datetime
@@ -57,3 +58,16 @@ def percent(value: float) -> str:
 @register.filter
 def is_list(value) -> bool:
     return isinstance(value, list)
+
+
+_STEP_MARKER = re.compile(r"^\s*(?:(?:step\s*)?\d+\s*[.):-]|[-*\u2022])\s+", re.IGNORECASE)
+
+
+@register.filter
+def as_steps(value) -> list[str]:
+    """A bug's steps, written as text, one step a line: the lines without the
+    numbers or bullets they were typed with (the page numbers them again).
+    Blank lines are dropped; one line is one step."""
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    return [_STEP_MARKER.sub("", line).strip() for line in str(value).splitlines() if line.strip()]
