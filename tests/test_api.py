@@ -769,3 +769,29 @@ def test_swagger_ui_is_served_from_local_files(anonymous):
     assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower() and "https://" not in page
+
+
+def test_the_write_examples_of_docs_api_md_work_on_the_demo_data(alice):
+    """docs/api.md's create-bug and update-bug examples, run as written
+    against the demo's products and features (`seed_demo`'s defaults) and
+    its highest bug key: a new bug in the feature's own product, then fixed."""
+    import json
+    import re
+    from pathlib import Path
+
+    from backlog.demo import generate
+    from backlog.interchange import dumps
+
+    demo = list(generate(5000, 0))
+    skeleton = [dumps(r) for r in demo if r["kind"] in ("product", "feature")]
+    assert import_records(skeleton).written
+    text = Path(__file__).resolve().parent.parent.joinpath("docs", "api.md").read_text(encoding="utf-8")
+    example = r"-X (POST|PATCH) \\\n  -d '(.*?)' \\?\n?\s*http://127\.0\.0\.1:8000(/api/\S+)"
+    post, patch = re.findall(example, text, re.S)[:2]
+    client = client_with_token(alice)
+
+    created = client.post(post[2], json.loads(post[1]), format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["key"] not in {r["key"] for r in demo}  # it would be taken on the demo database
+    updated = client.patch(patch[2], json.loads(patch[1]), format="json")
+    assert updated.status_code == 200 and updated.json()["status"] == "fixed"
