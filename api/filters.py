@@ -22,13 +22,19 @@ from backlog.models import Bug, BugStatus, Feature, Product, QATest, Severity, T
 from backlog.text import in_utc
 from search.contract import LIMIT_DEFAULT, LIMIT_MAX
 
+from .serializers import one_of
+
 
 class CharInFilter(filters.BaseInFilter, filters.CharFilter):
     pass
 
 
 class ChoiceInFilter(filters.BaseInFilter, filters.ChoiceFilter):
-    pass
+    """Comma-separated choices; a refused one is named with the ones there are."""
+
+    def __init__(self, *args, choices, **kwargs):
+        message = f'"%(value)s" is not one of {one_of(value for value, _ in choices)}.'
+        super().__init__(*args, choices=choices, error_messages={"invalid_choice": message}, **kwargs)
 
 
 class UtcDateTimeField(IsoDateTimeField):

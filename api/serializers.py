@@ -56,7 +56,22 @@ def relation(model, **options) -> KeyRelatedField:
     )
 
 
+def one_of(choices) -> str:
+    """'a', 'b' or 'c': the values a field takes, as search's errors name them."""
+    values = [repr(str(value)) for value in choices]
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else "".join(values)
+
+
+class ChoiceField(serializers.ChoiceField):
+    """A refused choice names the ones there are (DRF's message does not)."""
+
+    def __init__(self, choices, **kwargs):
+        super().__init__(choices, **kwargs)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not one of {one_of(self.choices)}.'
+
+
 class RecordSerializer(serializers.ModelSerializer):
+    serializer_choice_field = ChoiceField
     kind = serializers.SerializerMethodField(help_text="product, feature, test or bug")
 
     class Meta:

@@ -28,6 +28,9 @@ from search.contract import SearchError
 
 from .conftest import VAT_BUG, client_with_token, jsonl
 
+SEVERITIES = "'critical', 'high', 'medium' or 'low'"
+BUG_STATUSES = "'open', 'accepted', 'rejected', 'fixed' or 'duplicate'"
+
 pytestmark = pytest.mark.django_db
 
 MORE = [
@@ -501,9 +504,9 @@ def test_keys_with_dots_work_in_urls(story, curator):
         ({"test": "TEST-4"}, "test", "TEST-4 belongs to PRD-2, not PRD-1."),
         ({"product": "PRD-404"}, "product", "no product has the key PRD-404."),
         ({"feature": "BUG-12"}, "feature", "no feature has the key BUG-12."),
-        ({"severity": "urgent"}, "severity", '"urgent" is not a valid choice.'),
-        ({"severity": ""}, "severity", '"" is not a valid choice.'),
-        ({"status": "draft"}, "status", '"draft" is not a valid choice.'),
+        ({"severity": "urgent"}, "severity", f'"urgent" is not one of {SEVERITIES}.'),
+        ({"severity": ""}, "severity", f'"" is not one of {SEVERITIES}.'),
+        ({"status": "draft"}, "status", f'"draft" is not one of {BUG_STATUSES}.'),
         ({"title": "   "}, "title", "This field may not be blank."),
         ({"title": "x" * 501}, "title", "no more than 500 characters"),
         ({"description": "nul \x00 byte"}, "description", "Null characters are not allowed."),
@@ -795,3 +798,23 @@ def test_the_write_examples_of_docs_api_md_work_on_the_demo_data(alice):
     assert created.json()["key"] not in {r["key"] for r in demo}  # it would be taken on the demo database
     updated = client.patch(patch[2], json.loads(patch[1]), format="json")
     assert updated.status_code == 200 and updated.json()["status"] == "fixed"
+
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("post", "/api/bugs", {"key": "BUG-77", "product": "PRD-1", "title": "Stuck", "severity": "blocker"}),
+        ("get", "/api/bugs?severity=high,blocker", None),
+    ],
+)
+def test_a_refused_severity_names_the_ones_there_are(alice, tramline, method, path, body):
+    response = (
+        getattr(client_with_token(alice), method)(path, body, format="json")
+        if body
+        else client_with_token(alice).get(path)
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "severity: \"blocker\" is not one of 'critical', 'high', 'medium' or 'low'."
+    )
