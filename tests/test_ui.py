@@ -368,3 +368,19 @@ def test_the_pages_have_an_icon_and_favicon_ico_leads_to_it(client, as_alice, co
 
     icon = re.search(r'<link rel="icon" href="([^"]+)"', page).group(1)
     assert response.status_code == 301 and response["Location"] == icon and icon.endswith(".svg")
+
+
+@pytest.mark.parametrize("state, said", [("stopped", True), ("running", False)])
+def test_the_dashboard_says_when_the_embedding_worker_has_stopped(as_alice, corpus, state, said):
+    from django.utils import timezone
+
+    from search.health import EMBEDDING_WORKER
+    from search.models import Worker
+
+    Worker.objects.create(name=EMBEDDING_WORKER, state=state, heartbeat_at=timezone.now())
+
+    html = as_alice.get("/dashboard/").content.decode()
+
+    status = " ".join(unescape(re.sub(r"<[^>]+>", " ", html.split('id="worker-status">')[1].split("</p>")[0])).split())
+    assert f"Embedding worker: {state} ;" in status
+    assert ("records written since then are found by keyword only" in status) is said
