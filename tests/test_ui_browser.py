@@ -78,7 +78,8 @@ def new_page(browser, live_server, **options):
     """A fresh browser context; alert() dialogs, requests to other hosts and
     Content-Security-Policy violations (the event, and Chromium's console
     message naming the "Content Security Policy") are recorded."""
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900}, **options)
+    options = {"viewport": {"width": 1280, "height": 900}, **options}
+    context = browser.new_context(base_url=live_server.url, **options)
     page = context.new_page()
     page.dialogs, page.foreign_requests, page.csp_violations = [], [], []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
@@ -514,3 +515,21 @@ def test_axe_finds_no_wcag_aa_violations(alice_with_tools, axe_source):
     expect(page.locator("#spotlight-results li").first).to_be_visible()
     page.add_script_tag(content=axe_source)
     assert page.evaluate("async () => (await axe.run('#spotlight')).violations.map(v => v.id)") == []
+
+
+def test_on_a_phone_the_header_is_two_rows_and_results_start_on_the_first_screen(browser, live_server, alice, corpus):
+    page = new_page(browser, live_server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        log_in(page, alice, live_server)
+        page.goto("/search/?query=season+pass+renewal")
+        expect(page.locator(".result").first).to_be_visible()
+
+        header = page.locator(".site-header").bounding_box()
+        first = page.locator(".result").first.bounding_box()
+        line = page.locator(".brand").bounding_box()["height"]
+        assert header["height"] < 3 * line + 8, header  # two rows: brand and log out, then the sections
+        assert first["y"] + 60 < 844, first  # the first result starts on the first screen
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing scrolls sideways
+        screenshot(page, "search-phone", full_page=False)
+    finally:
+        close(page)
