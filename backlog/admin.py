@@ -243,7 +243,7 @@ class QATestAdmin(RecordAdmin):
 @admin.register(Bug)
 class BugAdmin(RecordAdmin):
     form = BugForm
-    list_display = ("key", "title", "product", "feature", "severity_badge", "status", "created_at")
+    list_display = ("key", "title", "product_key", "feature_key", "severity_badge", "status", "created")
     list_display_links = ("key", "title")
     list_filter = (("product", ProductListFilter), "severity", "status", "created_at", "updated_at")
     list_select_related = ("product", "feature")
@@ -283,6 +283,22 @@ class BugAdmin(RecordAdmin):
         # here rather than in style="" attributes, which the Content-Security-Policy
         # (style-src 'self', config/settings.py) does not let the browser apply.
         css = {"all": ["backlog/admin.css"]}
+
+    # Keys and a date keep the list to one screen's width; the names are in each key's tooltip.
+    @admin.display(description="product", ordering="product__key")
+    def product_key(self, bug):
+        return format_html('<span title="{}">{}</span>', bug.product.name, bug.product.key)
+
+    @admin.display(description="feature", ordering="feature__key")
+    def feature_key(self, bug):
+        if bug.feature is None:
+            return "—"
+        return format_html('<span title="{}">{}</span>', bug.feature.name, bug.feature.key)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, bug):
+        when = timezone.localtime(bug.created_at)
+        return format_html('<time datetime="{}">{}</time>', when.isoformat(), when.strftime("%-d %b %Y"))
 
     @admin.display(description="severity", ordering="severity")
     def severity_badge(self, bug):

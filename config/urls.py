@@ -6,6 +6,9 @@ from . import health
 admin.site.site_header = "QA Search curation"
 admin.site.site_title = "QA Search admin"
 admin.site.index_title = "Products, features, tests and bugs"
+# The app list beside every page took 300 of 1280 pixels, and the bug list then scrolled
+# sideways; the breadcrumbs and the home page lead everywhere it did.
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

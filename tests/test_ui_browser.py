@@ -533,3 +533,19 @@ def test_on_a_phone_the_header_is_two_rows_and_results_start_on_the_first_screen
         screenshot(page, "search-phone", full_page=False)
     finally:
         close(page)
+
+
+def test_the_admins_bug_list_fits_a_1280_pixel_screen(page, alice, corpus, live_server):
+    alice.is_superuser = True
+    alice.save()
+    log_in(page, alice, live_server)
+    settle(page, "/admin/backlog/bug/")
+
+    results = page.locator("#changelist .results")
+    width, visible = results.evaluate("el => [el.scrollWidth, el.clientWidth]")
+    rows = page.locator("#result_list tbody tr")
+    title = rows.first.locator(".field-title")
+    line = title.evaluate("el => parseFloat(getComputedStyle(el).lineHeight)")
+    assert width <= visible, (width, visible)  # no sideways scrolling for severity, status or created
+    assert title.bounding_box()["height"] <= 2 * line + 12  # a title takes at most two lines
+    screenshot(page, "admin-bug-list", full_page=False)
