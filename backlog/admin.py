@@ -14,7 +14,7 @@ from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
 from django.db.models import Count, Q
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
@@ -298,7 +298,7 @@ class BugAdmin(RecordAdmin):
     @admin.display(description="created", ordering="created_at")
     def created(self, bug):
         when = timezone.localtime(bug.created_at)
-        return format_html('<time datetime="{}">{}</time>', when.isoformat(), when.strftime("%-d %b %Y"))
+        return format_html('<time datetime="{}">{}</time>', when.isoformat(), dateformat.format(when, "j M Y"))
 
     @admin.display(description="severity", ordering="severity")
     def severity_badge(self, bug):

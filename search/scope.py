@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from backlog import access
 
 from .contract import SearchRequest
-from .sql import filter_tokens, tokens_tsquery
+from .sql import tokens_for, tokens_tsquery
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,7 @@ def build_scope(request: SearchRequest, user) -> Scope:
     TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
     scope = access_scope(user)
     groups = tuple(
-        filter_tokens(column, values)
-        for name, column in TOKEN_FILTERS.items()
-        if (values := getattr(request, name, None))
+        tokens_for(column, values) for name, column in TOKEN_FILTERS.items() if (values := getattr(request, name, None))
     )
     if groups:
         query = " & ".join(f"({tokens_tsquery(group)})" for group in groups)

@@ -147,15 +147,22 @@ def _markers(kind: str, filters: bool = True) -> str:
         f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')",
     ]
     if filters:
-        tokens.append(f"'{FILTER_PREFIXES['kind']}{kind}'")
-        for column in ("status", "severity"):
-            if KINDS[kind][column] != "NULL":
-                tokens.append(f"'{FILTER_PREFIXES[column]}' || nullif({KINDS[kind][column]}, '')")
+        tokens += filter_token_sql(f"'{kind}'", KINDS[kind]["status"], KINDS[kind]["severity"])
     # A NULL (no status yet) is no token: array_to_tsvector refuses NULLs.
     return f"array_to_tsvector(array_remove(ARRAY[{', '.join(tokens)}], NULL))"
 
 
-def filter_tokens(column: str, values) -> tuple[str, ...]:
+def filter_token_sql(kind: str, status: str, severity: str) -> list[str]:
+    """The filter tokens as SQL, from SQL for the three columns; a NULL or
+    blank value makes a NULL, which the caller removes (no token)."""
+    return [
+        f"'{FILTER_PREFIXES['kind']}' || {kind}",
+        f"'{FILTER_PREFIXES['status']}' || nullif({status}, '')",
+        f"'{FILTER_PREFIXES['severity']}' || nullif({severity}, '')",
+    ]
+
+
+def tokens_for(column: str, values) -> tuple[str, ...]:
     """The tokens of the records whose `column` is one of `values`."""
     return tuple(FILTER_PREFIXES[column] + value for value in values)
 

@@ -77,30 +77,33 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
     """A word being typed may run past its stem: "renewa" is on the way to
     "renewal", indexed as 'renew'. Its own prefixes, one or two letters
     shorter, are tried as whole words before any fuzzy match."""
-    corrections = {}
+    corrections, probed = {}, {}
     # Over everything, a word the column statistics list is known to exist.
     common = statistics.corpus()[1] if scope.everything else {}
     for word in typed:
         stems = [word[:k].lower() for k in (len(word) - 1, len(word) - 2) if k >= STEM_PREFIX_MIN]
-        if not stems:
-            continue
         if stem := next((stem for stem in stems if stem in common), None):
             corrections[word] = stem
-            continue
-        # One subquery per stem, none referring to an outer row (Citus runs those on a distributed table).
-        # Through the GIN index: for EXISTS over a common word the planner reads the table in order,
-        # expecting a match within a few rows, and at a million records where the word's records lie
-        # far into the table that took 0.5 s ('renew').
-        found = ", ".join(
-            f"""EXISTS (SELECT 1 FROM search_document d WHERE d.search_vector @@ to_tsquery('simple',
-                quote_literal(%(stem{i})s)) AND ({scope.where}))"""
-            for i in range(len(stems))
-        )
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
-        exists = cursor.fetchone()[0]
-        cursor.execute("SET LOCAL enable_seqscan = on")
-        if stem := next((stem for stem, there in zip(stems, exists, strict=True) if there), None):
+        elif stems:
+            probed[word] = stems
+    stems = [stem for word_stems in probed.values() for stem in word_stems]
+    if not stems:
+        return corrections
+    # One subquery per stem, none referring to an outer row (Citus runs those on a distributed table),
+    # all in one statement. Through the GIN index: for EXISTS over a common word the planner reads the
+    # table in order, expecting a match within a few rows, and at a million records where the word's
+    # records lie far into the table that took 0.5 s ('renew').
+    found = ", ".join(
+        f"""EXISTS (SELECT 1 FROM search_document d WHERE d.search_vector @@ to_tsquery('simple',
+            quote_literal(%(stem{i})s)) AND ({scope.where}))"""
+        for i in range(len(stems))
+    )
+    cursor.execute("SET LOCAL enable_seqscan = off")
+    cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
+    there = dict(zip(stems, cursor.fetchone()[0], strict=True))
+    cursor.execute("SET LOCAL enable_seqscan = on")
+    for word, word_stems in probed.items():
+        if stem := next((stem for stem in word_stems if there[stem]), None):
             corrections[word] = stem
     return corrections
 

@@ -12,12 +12,10 @@ frequencies.
 
 from django.db import migrations
 
-from search.sql import FILTER_PREFIXES, triggers_sql
+from search.sql import filter_token_sql, triggers_sql
 
-TOKENS = (
-    f"array_remove(ARRAY['{FILTER_PREFIXES['kind']}' || kind, '{FILTER_PREFIXES['status']}' || nullif(status, ''), "
-    f"'{FILTER_PREFIXES['severity']}' || nullif(severity, '')], NULL)"
-)
+# The tokens of a stored row, from its own columns, as the triggers make them.
+TOKENS = f"array_remove(ARRAY[{', '.join(filter_token_sql('kind', 'status', 'severity'))}], NULL)"
 
 
 class Migration(migrations.Migration):
