@@ -16,10 +16,18 @@ import inspect
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, Field
 
-from search.contract import GetResponse, SearchResponse, TimelineResponse, without_null
+from search.contract import (
+    DuplicateCheckRequest,
+    DuplicateCheckResponse,
+    GetResponse,
+    SearchResponse,
+    TimelineResponse,
+    without_null,
+)
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse)
+# And the one request that comes as a JSON body (POST /api/bugs/check-duplicates).
+RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse, DuplicateCheckRequest, DuplicateCheckResponse)
 
 
 class ImportProblem(BaseModel):
@@ -85,6 +93,17 @@ def operation(request: type[BaseModel], response: type[BaseModel], summary: str,
     )
 
 
+def body_operation(request: type[BaseModel], response: type[BaseModel], summary: str):
+    """extend_schema for a POST whose JSON body is `request` and whose answer is `response`."""
+    return extend_schema(
+        summary=summary,
+        description=inspect.cleandoc(request.__doc__ or ""),
+        request={"application/json": ref(request)},
+        responses={200: OpenApiResponse(ref(response))},
+        tags=["search"],
+    )
+
+
 def add_contract_components(result, generator, request, public):
     """Register the response models (and the models they use) as schema components."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
@@ -115,7 +134,8 @@ def add_error_responses(result, generator, request, public):
                 errors["409"] = "another request wrote a record with the same key at the same time"
                 errors["413"] = "the body is over the limit (DATA_UPLOAD_MAX_MEMORY_SIZE; import: IMPORT_MAX_BYTES)"
             errors["414"] = "the URL is over REQUEST_LINE_MAX_BYTES"
-            if method == "get" and path.startswith(("/api/search", "/api/similar", "/api/records", "/api/timeline")):
+            searches = ("/api/search", "/api/similar", "/api/records", "/api/timeline")
+            if (method == "get" and path.startswith(searches)) or path == "/api/bugs/check-duplicates":
                 errors["429"] = "more searches than SEARCH_RATE_LIMIT for this user; see Retry-After"
             # Any request may find the database away; a search may ask for mode=semantic
             # when no model can run. Both say when to ask again (Retry-After).

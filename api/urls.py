@@ -19,6 +19,8 @@ urlpatterns = [
     path("records", views.RecordsView.as_view(), name="records"),
     path("timeline/<str:key>", views.TimelineView.as_view(), name="timeline"),
     path("import", views.ImportView.as_view(), name="import"),
+    # Before the router: its bugs/<key> would read check-duplicates as a key.
+    path("bugs/check-duplicates", views.CheckDuplicatesView.as_view(), name="check-duplicates"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script from /api/docs?script
     # rather than inline, and the template keeps its style in a file: the page

@@ -26,6 +26,8 @@ from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
 from search import service
 from search.contract import (
+    DuplicateCheckRequest,
+    DuplicateCheckResponse,
     GetRequest,
     GetResponse,
     SearchRequest,
@@ -77,6 +79,22 @@ class RecordsView(OperationView):
 )
 class TimelineView(OperationView):
     operation = "timeline"
+
+
+@extend_schema_view(
+    post=schema.body_operation(DuplicateCheckRequest, DuplicateCheckResponse, "Likely duplicates of a draft bug")
+)
+class CheckDuplicatesView(APIView):
+    """POST a draft bug as JSON: the bugs it most likely duplicates. Nothing is written."""
+
+    throttle_classes = [throttles.SearchRateThrottle]
+
+    def post(self, request):
+        if not isinstance(request.data, dict):
+            raise ValidationError(
+                {"body": ['must be a JSON object with at least a title, like {"title": "Renew fails"}']}
+            )
+        return Response(service.call("check_duplicates", request.data, request.user))
 
 
 # -- records ----------------------------------------------------------------------------

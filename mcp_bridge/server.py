@@ -1,4 +1,4 @@
-"""The MCP server: four read-only tools and a resource template over search.service.
+"""The MCP server: five read-only tools and a resource template over search.service.
 
 Every tool hands its arguments to `service.call` as the client sent them and
 returns the dict it gets back, as structuredContent and as the same JSON in a
@@ -33,6 +33,7 @@ from backlog.db import database_unavailable
 from search import service
 from search.contract import (
     DatabaseUnavailable,
+    DuplicateCheckResponse,
     GetResponse,
     SearchError,
     SearchResponse,
@@ -50,6 +51,7 @@ QA knowledge: products, features, test cases and bugs, each with a key like BUG-
 1. search finds candidates: concise hits, filters (entities, products, status, severity, dates), next_cursor pages.
 2. get reads the ones you need, many keys in one call, with their related records.
 similar lists likely duplicates of a record; timeline shows what was filed around it.
+Before filing a bug, check_duplicates with its draft says whether it was reported already.
 Errors say what to change. A record is also the resource backlog://bug/BUG-12."""
 
 # name: (what it does, the contract's response model)
@@ -67,6 +69,11 @@ TOOLS = {
     "timeline": (
         "Records filed just before and after one record in its feature (or product): what happened around it.",
         TimelineResponse,
+    ),
+    "check_duplicates": (
+        "Before filing a bug: the bugs its draft (title, optional text) likely duplicates, with a confidence "
+        "band and why. Writes nothing.",
+        DuplicateCheckResponse,
     ),
 }
 READ_ONLY = ToolAnnotations(read_only_hint=True)

@@ -13,12 +13,11 @@ How the lists are fused, weighted and boosted is search.fusion's.
 """
 
 import json
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from . import cursors, db, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
+from . import cursors, db, duplicates, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
 from .contract import (
     Hit,
     NotFound,
@@ -34,8 +33,6 @@ from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, parse
 from .rows import ArmResult
 from .scope import Scope, build_scope
-
-MORE_LIKE_THIS_BODY_TERMS = 40
 
 
 @dataclass
@@ -203,21 +200,10 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
 def _more_like_this(
     title: str, body: str, products: tuple[int, ...] | None
 ) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
-    """The record's title words plus its most telling body words, as one OR query.
-
-    Telling: the rarest body words that at least one other record shares (a
-    word only this record has cannot find anything else).
-    """
-    # A trailing space: no word here is being typed, so none is a prefix.
-    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").units}
-    words = dict.fromkeys(re.findall(r"[A-Za-z][A-Za-z0-9_]{2,}", body or ""))
-    body_terms = {
-        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
-    }
-    n, df = statistics.document_frequencies([*title_terms, *body_terms], products)
-    shared = sorted((q for q in body_terms if df[q] >= 2), key=lambda q: df[q])
-    chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:MORE_LIKE_THIS_BODY_TERMS]]
-    return ParsedQuery(text=title, groups=[chosen]), (n, df)
+    """The record's title words plus its most telling body words, as one OR
+    query: body words at least one other record shares (the record has them
+    too, so 2), as for a draft (search.duplicates)."""
+    return duplicates.more_like_this(title, body, products, shared_by=2)
 
 
 def _key_lookup(query: str, scope: Scope) -> int | None:

@@ -36,12 +36,19 @@ from .contract import Kind
 
 DEPTH = 100  # the deepest cut: how many keys a ranking needs to return
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
+DUPLICATE_METRICS = ("recall@5", "recall@10", "mrr@10", "rr@10", "map")
 FORMULAS = (
     "nDCG@10 = DCG@10 / IDCG@10, DCG@10 = sum of grade(i) / log2(i + 1) over ranks i = 1..10 "
     "(linear gains, as trec_eval's ndcg_cut), IDCG@10 from the query's judged grades sorted best first.\n"
     "Recall@100 = relevant (grade >= 1) in the top 100 / all relevant. "
     "MRR@10 = 1 / rank of the first relevant in the top 10, else 0.\n"
     "A query's excluded keys are removed before the cuts; means are over the queries with a relevant judgment."
+)
+DUPLICATE_FORMULAS = (
+    "R@k = relevant (the report's labelled duplicates) in the top k / all relevant. "
+    "MRR@10 as above. RR@10 = share of the queries with a relevant record in the top 10\n"
+    "(the recall rate of the duplicate-detection literature). "
+    "MAP = mean over queries of the average precision at each relevant record's rank, to rank 100."
 )
 QUERY_FIELDS = {"id", "query", "similar_to", "entities", "exclude"}
 
@@ -191,11 +198,34 @@ def reciprocal_rank_at_k(ranked: list[str], grades: dict[str, int], k: int = 10)
     return 0.0
 
 
+def hit_at_k(ranked: list[str], grades: dict[str, int], k: int = 10) -> float:
+    """1 when a relevant record is in the top k, else 0: averaged, the
+    duplicate-detection literature's recall rate RR@k."""
+    return float(any(grades.get(key, 0) >= 1 for key in ranked[:k]))
+
+
+def average_precision(ranked: list[str], grades: dict[str, int]) -> float:
+    """Mean of the precision at the rank of each relevant record (one missing
+    from the ranking counts 0), over all relevant records."""
+    relevant = {key for key, grade in grades.items() if grade >= 1}
+    found, total = 0, 0.0
+    for rank, key in enumerate(ranked, start=1):
+        if key in relevant:
+            found += 1
+            total += found / rank
+    return total / len(relevant) if relevant else 0.0
+
+
 def scores(ranked: list[str], grades: dict[str, int]) -> dict[str, float]:
     return {
         "ndcg@10": ndcg_at_k(ranked, grades, 10),
         "recall@100": recall_at_k(ranked, grades, DEPTH),
         "mrr@10": reciprocal_rank_at_k(ranked, grades, 10),
+        # The duplicate-detection measures (search_eval --duplicates).
+        "recall@5": recall_at_k(ranked, grades, 5),
+        "recall@10": recall_at_k(ranked, grades, 10),
+        "rr@10": hit_at_k(ranked, grades, 10),
+        "map": average_precision(ranked, grades),
     }
 
 
@@ -221,10 +251,11 @@ class Report:
     scored: list[str]  # ids of the queries with a relevant judgment
     skipped: list[str]  # and of the others
     runs: dict[str, ModeRun] = field(default_factory=dict)
+    metrics: tuple[str, ...] = METRICS
 
     def mean(self, mode: str, query_ids: Iterable[str] | None = None) -> dict[str, float]:
         rows = [self.runs[mode].scores[query_id] for query_id in query_ids or self.scored]
-        return {metric: statistics.fmean(row[metric] for row in rows) for metric in METRICS}
+        return {metric: statistics.fmean(row[metric] for row in rows) for metric in self.metrics}
 
     def by_type(self) -> dict[str, list[str]]:
         """Type -> the ids of its scored queries, for the types that have any."""
@@ -257,6 +288,7 @@ def evaluate(
     rank: Callable[[Query, str], list[str]],
     modes: Iterable[str],
     progress: Progress = no_progress,
+    metrics: tuple[str, ...] = METRICS,
 ) -> Report:
     """Score `rank(query, mode)` (ranked record keys) on every judged query in every mode.
 
@@ -267,7 +299,7 @@ def evaluate(
     if not judged:
         raise JudgedSetError(f"{judged_set.name}: no query has a relevant judgment (grade 1-3) in qrels.tsv")
     skipped = [query.id for query in judged_set.queries if not judged_set.is_judged(query)]
-    report = Report(judged_set, scored=[query.id for query in judged], skipped=skipped)
+    report = Report(judged_set, scored=[query.id for query in judged], skipped=skipped, metrics=metrics)
     for mode in modes:
         run = report.runs[mode] = ModeRun()
         bar = progress(f"{mode} queries", len(judged))

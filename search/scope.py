@@ -6,6 +6,9 @@ its own WHERE, so all of them see exactly the rows the user may see and the
 filters keep. Filters and access only remove rows, never add them.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from backlog import access
@@ -81,10 +84,28 @@ DATE_FILTERS = {
 }
 
 
+# Keys left out of every scope built in this context (search_eval: the report
+# a query was taken from, as the judged-set format asks).
+_left_out: ContextVar[tuple[str, ...]] = ContextVar("left_out", default=())
+
+
+@contextmanager
+def leaving_out(keys: Iterator[str]) -> Iterator[None]:
+    """Within this block, every search scope leaves the records `keys` out:
+    not ranked, not counted, not read by any arm (search_eval's `exclude`)."""
+    token = _left_out.set(tuple(keys))
+    try:
+        yield
+    finally:
+        _left_out.reset(token)
+
+
 def build_scope(request: SearchRequest, user) -> Scope:
     """The access rule and the request's filters (`feature`, and each of
     TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
     scope = access_scope(user)
+    if left_out := _left_out.get():
+        scope = scope.narrowed("d.key <> ALL(%(scope_left_out)s)", scope_left_out=list(left_out))
     groups = tuple(
         tokens_for(column, values) for name, column in TOKEN_FILTERS.items() if (values := getattr(request, name, None))
     )

@@ -21,8 +21,16 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from . import db, engine, records
-from .contract import GetRequest, IndexHealth, SearchError, SearchRequest, SimilarRequest, TimelineRequest
+from . import db, duplicates, engine, records
+from .contract import (
+    DuplicateCheckRequest,
+    GetRequest,
+    IndexHealth,
+    SearchError,
+    SearchRequest,
+    SimilarRequest,
+    TimelineRequest,
+)
 from .health import index_health
 from .scope import access_scope
 
@@ -38,6 +46,7 @@ OPERATIONS = {
     "similar": Operation(SimilarRequest, engine.similar),
     "get": Operation(GetRequest, records.get),
     "timeline": Operation(TimelineRequest, records.timeline),
+    "check_duplicates": Operation(DuplicateCheckRequest, duplicates.check_duplicates),
 }
 
 

@@ -21,7 +21,9 @@ from search.evaluation import (
     JudgedSetError,
     Query,
     QueryFailed,
+    average_precision,
     evaluate,
+    hit_at_k,
     load_judged_set,
     ndcg_at_k,
     recall_at_k,
@@ -284,7 +286,53 @@ def test_a_line_that_is_not_json_is_refused(tmp_path):
         load_judged_set(folder)
 
 
+def test_the_duplicate_detection_measures():
+    grades = {"BUG-2": 1, "BUG-9": 1}
+
+    assert hit_at_k(["BUG-1", "BUG-2"], grades, 1) == 0.0
+    assert hit_at_k(["BUG-1", "BUG-2"], grades, 2) == 1.0
+    # Relevant at ranks 2 and 4: (1/2 + 2/4) / 2; one never found counts 0.
+    assert average_precision(["BUG-1", "BUG-2", "BUG-3", "BUG-9"], grades) == pytest.approx(0.5)
+    assert average_precision(["BUG-2"], grades) == pytest.approx(0.5)
+    assert average_precision([], grades) == 0.0
+
+
 # The real command, on a database of its own.
+
+
+@pytest.mark.django_db(transaction=True)
+def test_search_eval_scores_check_duplicates_on_the_title_queries(tmp_path):
+    records = [
+        *RECORDS,
+        {
+            "kind": "bug",
+            "key": "BUG-5",
+            "product": "PRD-1",
+            "title": "Unresponsive control",
+            "description": "Pressing the renewal button on Android does nothing at all",
+        },
+    ]
+    queries = [{"id": "t5", "query": "Unresponsive control", "exclude": ["BUG-5"]}, QUERIES[2]]
+    folder = write_set(
+        tmp_path / "dups", records=records, queries=queries, qrels="t5\tBUG-1\t1\nlike-bug-1\tBUG-2\t3\n",
+        types="t5\ttitle\nlike-bug-1\tsimilar\n",
+    )  # fmt: skip
+    out, stdout = tmp_path / "result.json", io.StringIO()
+
+    call_command(
+        "search_eval", str(folder), "--modes", "keyword", "--duplicates", "--json", str(out),
+        "--database-name", "search_eval_pytest", "--no-progress", stdout=stdout,
+    )  # fmt: skip
+
+    duplicates = json.loads(out.read_text())["duplicates"]
+    assert duplicates["meta"]["scored"] == 1  # the similar_to query is not a draft
+    runs = duplicates["modes"]
+    assert list(runs) == ["search:in-corpus", "search", "check:title", "check:title+text"]
+    assert set(runs["check:title"]) == {"recall@5", "recall@10", "mrr@10", "rr@10", "map"}
+    # The title alone shares no word with BUG-1; the report's text does.
+    assert runs["check:title"]["rr@10"] == 0.0
+    assert runs["check:title+text"]["mrr@10"] == 1.0
+    assert re.search(r"^check:title\+text +1\.000 +1\.000 +1\.000 +1\.000 +1\.000", stdout.getvalue(), re.MULTILINE)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,7 +12,9 @@ import json
 import os
 from argparse import ArgumentTypeError
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connection
@@ -21,10 +23,14 @@ from pydantic import ValidationError
 
 from backlog.management.commands._progress import progress_bars
 from backlog.services import import_records
+from search import db
 from search.contract import SearchError, SearchRequest, SimilarRequest
+from search.duplicates import rank_draft
 from search.engine import search, similar
 from search.evaluation import (
     DEPTH,
+    DUPLICATE_FORMULAS,
+    DUPLICATE_METRICS,
     FORMULAS,
     JudgedSetError,
     Query,
@@ -33,11 +39,17 @@ from search.evaluation import (
     evaluate,
     load_judged_set,
 )
+from search.scope import build_scope, leaving_out
 
 MODES = ("keyword", "semantic", "hybrid")
 DATABASE_PREFIX = "search_eval"
 PROBLEMS_SHOWN = 10
 HEADER = f"{'mode':<10} {'nDCG@10':>8} {'Recall@100':>10} {'MRR@10':>7}"
+# The duplicate-detection task (--duplicates): the query types that are a new
+# report's title, its labelled duplicates relevant, and what answers them.
+DUPLICATE_TYPES = ("title", "duplicate")
+DUPLICATE_RUNS = ("search:in-corpus", "search", "check:title", "check:title+text")
+DUPLICATE_HEADER = f"{'ranking':<17} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} {'RR@10':>6} {'MAP':>6}"
 
 
 class Command(BaseCommand):
@@ -56,10 +68,17 @@ class Command(BaseCommand):
             help=f"the evaluation database, dropped first if it exists; must start with {DATABASE_PREFIX} "
             f"(default: {DATABASE_PREFIX}_<process id>, so that runs at the same time never share one)",
         )
+        parser.add_argument(
+            "--duplicates",
+            action="store_true",
+            help=f"also score check_duplicates on the queries of type {' or '.join(DUPLICATE_TYPES)}: from the "
+            "title alone, and from title + text when the query names the one report it was taken from "
+            "(its exclude), beside hybrid search of the same title",
+        )
         parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
-    def handle(self, folder, modes, json_file, limit_queries, keep_db, database_name, progress, **options):
+    def handle(self, folder, modes, json_file, limit_queries, keep_db, database_name, progress, duplicates, **options):
         try:
             judged_set = load_judged_set(folder)
         except JudgedSetError as exc:
@@ -86,12 +105,15 @@ class Command(BaseCommand):
                 cursor.execute("ANALYZE search_document")
             try:
                 report = evaluate(judged_set, ranking, modes, progress=bars)
+                duplicate_report = evaluate_duplicates(judged_set, bars) if duplicates else None
             except JudgedSetError as exc:
                 raise CommandError(str(exc)) from None
 
         if keep_db:
             self.stderr.write(f"The evaluation database {database_name} was kept.")
         self.stdout.write(format_report(report))
+        if duplicate_report:
+            self.stdout.write("\n" + format_duplicate_report(duplicate_report))
         for mode, run in report.runs.items():
             if run.failures:
                 listed = "; ".join(f"{qid}: {why}" for qid, why in list(run.failures.items())[:PROBLEMS_SHOWN])
@@ -99,7 +121,10 @@ class Command(BaseCommand):
             if fallbacks := ranking.fallbacks.get(mode):
                 self.stderr.write(f"{mode}: queries answered in another mode (missing embeddings?): {fallbacks}")
         if json_file:
-            Path(json_file).write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+            data = report.to_json()
+            if duplicate_report:
+                data["duplicates"] = duplicate_report.to_json()
+            Path(json_file).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def format_report(report: Report) -> str:
@@ -116,6 +141,35 @@ def format_report(report: Report) -> str:
         lines += ["", f"type {kind}, queries: {len(ids)}", HEADER]
         lines += [_row(mode, report.mean(mode, ids)) for mode in report.runs]
     return "\n".join([*lines, "", FORMULAS, "median ms: time per query, every page included."])
+
+
+def evaluate_duplicates(judged_set, progress) -> Report:
+    """check_duplicates and search on the set's duplicate-finding queries (DUPLICATE_TYPES)."""
+    chosen = [
+        query
+        for query in judged_set.queries
+        if query.text is not None and judged_set.types.get(query.id) in DUPLICATE_TYPES
+    ]
+    if not chosen:
+        raise JudgedSetError(
+            f"{judged_set.name}: --duplicates needs text queries of type {' or '.join(DUPLICATE_TYPES)} "
+            "in query_types.tsv"
+        )
+    subset = replace(judged_set, queries=chosen)
+    return evaluate(subset, DuplicateRanking(), DUPLICATE_RUNS, progress=progress, metrics=DUPLICATE_METRICS)
+
+
+def format_duplicate_report(report: Report) -> str:
+    lines = [
+        f"Duplicate finding: {len(report.scored)} queries of type {' or '.join(DUPLICATE_TYPES)}",
+        "",
+        f"{DUPLICATE_HEADER} {'median ms':>9}",
+    ]
+    for run_name, run in report.runs.items():
+        means = report.mean(run_name)
+        cells = " ".join(f"{means[m]:>{w}.3f}" for m, w in zip(DUPLICATE_METRICS, (6, 6, 7, 6, 6), strict=True))
+        lines.append(f"{run_name:<17} {cells} {run.median_ms:>9.1f}")
+    return "\n".join([*lines, "", DUPLICATE_FORMULAS])
 
 
 def _row(mode: str, means: dict[str, float]) -> str:
@@ -196,3 +250,44 @@ class EngineRanking:
             )
             return similar(request)
         return search(SearchRequest(query=query.text, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor))
+
+
+class DuplicateRanking:
+    """`rank(query, run)` for the duplicate task. The report a query was
+    taken from (its `exclude`) is left out of the corpus while ranking (no
+    arm reads it, no statistic counts it), as a draft is in no corpus; only
+    `search:in-corpus` keeps it, as the main table's search does (it is
+    dropped from the ranking after, but its text reaches the feedback pass
+    through its own first place).
+
+    `search` is hybrid search of the title; `check:title` asks
+    check_duplicates with the title alone; `check:title+text` with the
+    title and that report's text."""
+
+    def __call__(self, query: Query, run: str) -> list[str]:
+        if run == "search:in-corpus":
+            return EngineRanking()(query, "hybrid")
+        with leaving_out(query.exclude):
+            if run == "search":
+                return EngineRanking()(query, "hybrid")
+            return self.check(query, with_text=run == "check:title+text")
+
+    @staticmethod
+    def check(query: Query, with_text: bool) -> list[str]:
+        title, body = query.text, ""
+        if with_text and len(query.exclude) == 1:
+            with db.cursor() as cursor:
+                cursor.execute("SELECT title, body FROM search_document WHERE key = %s", list(query.exclude))
+                title, body = cursor.fetchone() or (title, "")
+        scope = build_scope(SimpleNamespace(entities=query.entities or ["bug"]), None)
+        try:
+            # The report's own words are counted in the statistics: a word only it
+            # has (df 1) would find nothing, as similar() reasons.
+            ranked = rank_draft(title, body or "", scope, "hybrid", DEPTH, shared_by=2 if body else 1)
+        except SearchError as exc:
+            raise QueryFailed(str(exc)) from exc
+        ids = [candidate.id for candidate in ranked.candidates[:DEPTH]]
+        with db.cursor() as cursor:
+            cursor.execute("SELECT id, key FROM search_document WHERE id = ANY(%s)", [ids])
+            keys = dict(cursor.fetchall())
+        return [keys[i] for i in ids if i in keys]

@@ -1,0 +1,237 @@
+"""`check_duplicates`: the bugs a draft most likely duplicates, before it is filed.
+
+The draft is ranked as `similar` ranks a stored bug (search.engine.similar),
+from text that is not in the database: the keyword arm ORs the draft's title
+words with the rarest words of the rest of its text that some bug shares;
+the semantic arm is the draft's own vector, embedded as a stored bug's text
+is (its title, then description, actual and expected result, steps and
+environment); reciprocal rank fusion and the documented boosts order them.
+Nothing is written: the draft is read, ranked and forgotten.
+
+Each returned bug says why it came up (the draft's words it shares, the
+cosine similarity of the two texts) and how likely it is a duplicate:
+`confidence`, 0-1, and its band. docs/duplicates.md has the formula, the
+bands and what they were measured to mean on the judged sets.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from django.conf import settings
+
+from . import db, fusion, keyword, semantic, statistics
+from .contract import (
+    DuplicateCandidate,
+    DuplicateCheckRequest,
+    DuplicateCheckResponse,
+    DuplicateWhy,
+    ScoreDetail,
+    SemanticUnavailable,
+)
+from .embeddings import EmbeddingError, active_model_id, document_text, unavailable_reason
+from .health import index_health
+from .query import ParsedQuery, Term, parse
+from .scope import Scope, build_scope
+
+BODY_TERMS = 40  # the rarest words of the text after the title that join the keyword query
+SHARED_WORDS_SHOWN = 8
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
+
+
+@dataclass
+class Ranked:
+    """A draft's candidates, best first, and what explains them."""
+
+    candidates: list[fusion.Candidate]
+    mode: str
+    terms: list[Term]  # the keyword query's terms, most telling (rarest) first
+    idf: dict[str, float]  # a term's tsquery -> its idf
+    vector: object = None  # the draft's vector, when the semantic arm ran
+    degraded: dict[str, str] | None = None
+
+
+def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
+    filters = SimpleNamespace(
+        entities=["bug"], products=[request.product] if request.product else None, feature=request.feature
+    )
+    scope = build_scope(filters, user)
+    ranked = rank_draft(request.title, request.body(), scope, request.mode, settings.SEARCH_ARM_DEPTH)
+    page = ranked.candidates[: request.limit]
+    return DuplicateCheckResponse(
+        mode=ranked.mode,
+        results=_explained(page, ranked, request.title, request.include_scores),
+        degraded=ranked.degraded,
+    )
+
+
+def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, shared_by: int = 1) -> Ranked:
+    """Every candidate the arms found for the draft `title` + `body`, ranked.
+    SemanticUnavailable when mode=semantic cannot run; hybrid then answers by keyword.
+    `shared_by`: see more_like_this (2 when the draft is a stored record the
+    scope leaves out, as search_eval asks)."""
+    degraded = None
+    if mode != "keyword" and index_health(scope.products).embedded == 0:
+        why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
+        if mode == "semantic":
+            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
+        mode, degraded = "keyword", {"semantic": why}
+    parsed, (n, df) = more_like_this(title, body, scope.products, shared_by)
+    terms = sorted(parsed.terms, key=lambda t: df[t.tsquery])
+    idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
+    keyword_result = semantic_result = None
+    if mode in ("hybrid", "keyword") and terms:
+        keyword_result = keyword.arm(parsed, scope, depth, (n, df))
+    if mode in ("hybrid", "semantic"):
+        try:
+            text, semantic_depth = document_text(title, body), min(depth, settings.SEARCH_SEMANTIC_DEPTH)
+            semantic_result = semantic.for_query(text, scope, semantic_depth, keyword_result)
+        except EmbeddingError as exc:
+            if mode == "semantic":
+                raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc
+            mode, degraded = "keyword", {"semantic": str(exc)}
+    # No feedback pass and no per-query arm weights, unlike search(): on the
+    # duplicate task (docs/duplicates.md) neither helped a draft.
+    candidates = fusion.fuse(keyword_result, semantic_result)
+    fusion.boost(candidates, title, None, hybrid=bool(keyword_result and semantic_result))
+    ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
+    vector = semantic_result.vector if semantic_result else None
+    return Ranked(ordered, mode, terms, idf, vector, degraded)
+
+
+def more_like_this(
+    title: str, body: str, products: tuple[int, ...] | None, shared_by: int
+) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
+    """The title's words plus the body's most telling words, as one OR query,
+    and the statistics of its terms.
+
+    Telling: the rarest body words that at least `shared_by` records have (a
+    stored record counts itself: similar() asks for 2; a draft is in no
+    record, so 1).
+    """
+    # A trailing space: no word here is being typed, so none is a prefix.
+    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").units}
+    words = dict.fromkeys(_WORD.findall(body or ""))
+    body_terms = {
+        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
+    }
+    n, df = statistics.document_frequencies([*title_terms, *body_terms], products)
+    shared = sorted((q for q in body_terms if df[q] >= shared_by), key=lambda q: df[q])
+    chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:BODY_TERMS]]
+    return ParsedQuery(text=title, groups=[chosen]), (n, df)
+
+
+# -- why, and how likely ------------------------------------------------------------------------
+
+
+def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include_scores: bool):
+    if not page:
+        return []
+    rows = _page_rows([c.id for c in page], ranked)
+    wanted = fusion.normalize_title(title)
+    in_draft_title = _title_lexemes(title)
+    title_idf = sum(ranked.idf[t.tsquery] for t in ranked.terms if t.tsquery in in_draft_title) or 1.0
+    results = []
+    for candidate in page:
+        row = rows.get(candidate.id)
+        if row is None:  # deleted since it was ranked
+            continue
+        shared = [t for t in ranked.terms if t.tsquery in row["shared"]]
+        in_title = sum(
+            ranked.idf[t.tsquery] for t in shared if t.tsquery in in_draft_title and t.tsquery in row["title_shared"]
+        )
+        same_title = fusion.normalize_title(row["title"]) == wanted
+        similarity = row["similarity"]
+        confidence = _confidence(similarity, in_title / title_idf, same_title)
+        results.append(
+            DuplicateCandidate(
+                kind="bug",
+                key=row["key"],
+                title=row["title"],
+                product=row["product"],
+                feature=row["feature"],
+                status=row["status"],
+                severity=row["severity"],
+                created_at=row["created_at"],
+                duplicate_of=row["duplicate_of"],
+                rank=len(results) + 1,
+                confidence=round(confidence, 3),
+                band=band(confidence),
+                why=DuplicateWhy(
+                    shared_words=list(dict.fromkeys(t.text.lower() for t in shared))[:SHARED_WORDS_SHOWN],
+                    semantic_similarity=None if similarity is None else round(similarity, 3),
+                    same_title=same_title,
+                ),
+                scores=_scores(candidate) if include_scores else None,
+            )
+        )
+    return results
+
+
+def _title_lexemes(title: str) -> set[str]:
+    return {t.tsquery for t in parse(title + " ", "simple").units}
+
+
+def _confidence(similarity: float | None, title_overlap: float, same_title: bool) -> float:
+    """0-1 from the two kinds of evidence (docs/duplicates.md): the cosine
+    similarity of the texts and the idf-weighted share of the draft's title
+    words in the bug's title."""
+    if same_title:
+        return 1.0
+    semantic_part = 0.0 if similarity is None else min(max((similarity - 0.3) / 0.6, 0.0), 1.0)
+    if similarity is None:
+        return title_overlap
+    return 1 - math.sqrt((1 - semantic_part) * (1 - title_overlap))
+
+
+# Measured on the judged sets (docs/duplicates.md): the share of labelled
+# duplicates falls from band to band on each of them.
+BANDS = (("high", 0.7), ("medium", 0.45))
+
+
+def band(confidence: float) -> str:
+    return next((name for name, floor in BANDS if confidence >= floor), "low")
+
+
+def _scores(candidate: fusion.Candidate) -> ScoreDetail:
+    return ScoreDetail(
+        keyword_rank=candidate.keyword_rank,
+        keyword_score=candidate.keyword_score,
+        semantic_rank=candidate.semantic_rank,
+        semantic_score=candidate.semantic_score,
+        boosts=candidate.boosts,
+    )
+
+
+def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
+    """The page's bugs: their fields, which of the draft's terms each has (in
+    all its text and in its title) and its cosine similarity to the draft, in
+    one statement."""
+    terms = [t.tsquery for t in ranked.terms]
+    literal = None
+    if ranked.vector is not None:
+        literal = "[" + ",".join(f"{x:.6f}" for x in ranked.vector) + "]"
+    with db.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT d.id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, NULL,
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
+                         WHERE ts_filter(d.search_vector, '{a}') @@ t::tsquery),
+                   CASE WHEN %(vector)s::text IS NOT NULL AND d.embedding_model = %(model)s
+                        THEN 1 - (d.embedding <=> %(vector)s::halfvec) END
+            FROM search_document d
+            LEFT JOIN backlog_product p ON p.id = d.product_id
+            LEFT JOIN backlog_feature f ON f.id = d.feature_id
+            WHERE d.id = ANY(%(ids)s)
+            """,
+            {"ids": ids, "terms": terms, "vector": literal, "model": active_model_id()},
+        )
+        columns = (
+            "key title product feature status severity created_at duplicate_of shared title_shared similarity"
+        ).split()
+        return {
+            row[0]: {**dict(zip(columns, row[1:], strict=True)), "shared": set(row[9]), "title_shared": set(row[10])}
+            for row in cursor.fetchall()
+        }
