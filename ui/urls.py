@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from . import views
+from . import report, views
 
 app_name = "ui"
 urlpatterns = [
@@ -11,6 +11,7 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("records/<str:key>/", views.record, name="record"),
     path("dashboard/", views.dashboard, name="dashboard"),
+    path("bugs/new/", report.report_bug, name="report_bug"),
     # Browsers, feed readers and link previews ask for /favicon.ico whatever the page says.
     path("favicon.ico", views.favicon, name="favicon"),
     path(

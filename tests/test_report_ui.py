@@ -1,0 +1,117 @@
+"""The staff UI's "Report a bug" page without a browser: the duplicates panel
+(a fragment and the no-script check), filing, linking as a duplicate, and
+who may do it. tests/test_ui_browser.py types into it in Chromium."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from backlog.models import Bug
+from search import service
+
+from .conftest import seeing_all_products
+from .test_ui import load_corpus
+
+DRAFT = {
+    "product": "PRD-1",
+    "title": "Renew button does not respond on Android",
+    "steps": "Open Passes\nTap Renew",
+    "actual_result": "Nothing happens",
+}
+
+
+@pytest.fixture
+def reporter(db):
+    load_corpus()
+    user = seeing_all_products(User.objects.create_user("rita", is_staff=True))
+    user.user_permissions.add(Permission.objects.get(codename="add_bug"))
+    return user
+
+
+@pytest.fixture
+def as_reporter(client, reporter):
+    client.force_login(reporter)
+    return client
+
+
+def panel_keys(html: str) -> list[str]:
+    return re.findall(r'<li class="duplicate band-\w+" data-key="([^"]+)"', html)
+
+
+def test_the_panel_lists_what_check_duplicates_answers_and_writes_nothing(as_reporter, reporter):
+    bugs = Bug.objects.count()
+
+    fragment = as_reporter.post("/bugs/new/", DRAFT, HTTP_X_UI_FRAGMENT="duplicates")
+    page = as_reporter.post("/bugs/new/", {**DRAFT, "action": "check"})
+
+    draft = {name: DRAFT[name] for name in ("title", "steps", "actual_result", "product")}
+    expected = [hit["key"] for hit in service.call("check_duplicates", {**draft, "limit": 5}, reporter)["results"]]
+    assert fragment.status_code == page.status_code == 200
+    assert panel_keys(fragment.content.decode()) == expected
+    assert expected[:2] in (["BUG-12", "BUG-20"], ["BUG-20", "BUG-12"])
+    assert "<html" not in fragment.content.decode()  # just the panel
+    assert panel_keys(page.content.decode()) == expected
+    assert 'value="BUG-12"' in page.content.decode()  # its "Duplicate of BUG-12" button
+    assert Bug.objects.count() == bugs
+
+
+def test_without_a_title_the_panel_waits(as_reporter):
+    response = as_reporter.post("/bugs/new/", {"product": "PRD-1", "title": "x"}, HTTP_X_UI_FRAGMENT="duplicates")
+
+    assert "Type a title" in response.content.decode() and panel_keys(response.content.decode()) == []
+
+
+def test_filing_makes_the_next_bug_with_its_text_in_raw_data(as_reporter):
+    response = as_reporter.post("/bugs/new/", {**DRAFT, "severity": "high", "action": "file"})
+
+    bug = Bug.objects.order_by("-id").first()
+    assert bug.key == "BUG-67"  # the corpus's highest bug number is BUG-66
+    assert response.status_code == 302 and response["Location"] == "/records/BUG-67/"
+    assert (bug.title, bug.status, bug.severity, bug.product.key) == (DRAFT["title"], "open", "high", "PRD-1")
+    assert bug.raw_data["steps"] == ["Open Passes", "Tap Renew"] and bug.steps == "Open Passes\nTap Renew"
+    assert bug.actual_result == "Nothing happens" and bug.raw_data["reported_by"] == "rita"
+    assert "Filed BUG-67." in as_reporter.get(response["Location"]).content.decode()
+
+
+def test_an_invalid_report_keeps_what_was_typed_and_says_what_to_fix(as_reporter):
+    bugs = Bug.objects.count()
+
+    response = as_reporter.post("/bugs/new/", {**DRAFT, "feature": "FEAT-9", "action": "file"})
+
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "FEAT-9 belongs to PRD-2, not PRD-1." in html
+    assert "Renew button does not respond on Android" in html
+    assert Bug.objects.count() == bugs
+
+
+def test_only_staff_who_may_add_bugs_report_them(client, db):
+    load_corpus(embed=False)
+    viewer = seeing_all_products(User.objects.create_user("vic", is_staff=True))
+    client.force_login(viewer)
+
+    assert client.get("/bugs/new/").status_code == 403
+    assert "Report a bug" not in client.get("/search/").content.decode()
+    client.logout()
+    assert client.get("/bugs/new/")["Location"].startswith("/accounts/login/")
+
+
+def test_the_product_choices_are_the_products_one_may_see(client, db):
+    from django.contrib.auth.models import Group
+
+    from backlog.models import Product
+
+    load_corpus(embed=False)
+    carol = User.objects.create_user("carol", is_staff=True)
+    carol.user_permissions.add(Permission.objects.get(codename="add_bug"))
+    team = Group.objects.create(name="Tramline team")
+    Product.objects.get(key="PRD-1").teams.add(team)
+    carol.groups.add(team)
+    client.force_login(carol)
+
+    html = client.get("/bugs/new/").content.decode()
+    refused = client.post("/bugs/new/", {**DRAFT, "product": "PRD-2", "action": "file"})
+
+    assert 'value="PRD-1"' in html and 'value="PRD-2"' not in html and "FEAT-9" not in html
+    assert refused.status_code == 400 and not Bug.objects.filter(product__key="PRD-2", title=DRAFT["title"]).exists()

@@ -1,0 +1,139 @@
+"""Report a bug from the staff UI, checking for duplicates as it is written.
+
+The page is a form. While the reporter types, ui/static/ui/report.js posts
+the form to the same URL with `X-UI-Fragment: duplicates` and swaps in the
+panel the server renders: the draft's likely duplicates, from the same
+`check_duplicates` call REST and MCP make (nothing is written to answer
+it). Without the script, "Check for duplicates" does the same with a page
+load.
+
+Each candidate has a button "Duplicate of BUG-x": it files the report as a
+closed duplicate linked to that bug (status `duplicate`, `duplicate_of`
+BUG-x) and opens BUG-x, so the reporter's words and environment are kept on
+the original's list of duplicates instead of becoming a second open bug.
+"""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.db import IntegrityError, connection, transaction
+from django.shortcuts import redirect, render
+
+from backlog import access
+from backlog.models import Bug, BugStatus, Feature, Product, Severity, key_holder
+from search import service
+from search.contract import SearchError
+
+from .decorators import staff_required
+
+DRAFT_FIELDS = ("description", "steps", "actual_result", "expected_result", "environment")
+RAW_FIELDS = ("steps", "actual_result", "expected_result", "environment")  # kept in raw_data, as a tracker sends them
+PANEL_LIMIT = 5
+
+
+class ReportForm(forms.Form):
+    product = forms.ModelChoiceField(Product.objects.none(), to_field_name="key")
+    feature = forms.ModelChoiceField(Feature.objects.none(), to_field_name="key", required=False)
+    title = forms.CharField(max_length=500)
+    severity = forms.ChoiceField(choices=[("", "—"), *Severity.choices], required=False)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
+    steps = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False, help_text="One step a line.")
+    actual_result = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    expected_result = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    environment = forms.CharField(required=False, help_text="Device, OS, build.")
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        products = access.visible(Product.objects.order_by("name"), user)
+        self.fields["product"].queryset = products
+        self.fields["feature"].queryset = Feature.objects.filter(product__in=products).select_related("product")
+        self.fields["feature"].label_from_instance = lambda f: f"{f.product.key} · {f.name}"
+
+    def clean(self):
+        data = super().clean()
+        product, feature = data.get("product"), data.get("feature")
+        if product and feature and feature.product_id != product.id:
+            self.add_error("feature", f"{feature.key} belongs to {feature.product.key}, not {product.key}.")
+        return data
+
+    def draft(self) -> dict | None:
+        """The check_duplicates parameters of what is typed so far; None
+        before there is a title to check. Read from the raw input, so a
+        half-filled form is checked too."""
+        title = (self.data.get("title") or "").strip()
+        if len(title) < 2:
+            return None
+        draft = {"title": title[:500], "limit": PANEL_LIMIT}
+        draft.update({name: self.data[name] for name in DRAFT_FIELDS if (self.data.get(name) or "").strip()})
+        product = self.data.get("product")
+        if product and self.fields["product"].queryset.filter(key=product).exists():
+            draft["product"] = product
+        return draft
+
+
+@staff_required
+@permission_required("backlog.add_bug", raise_exception=True)
+def report_bug(request):
+    form = ReportForm(request.POST or None, user=request.user)
+    checked = error = None
+    if request.method == "POST":
+        draft = form.draft()
+        if draft:
+            try:
+                checked = service.call("check_duplicates", draft, request.user)
+            except SearchError as exc:
+                error = str(exc)
+        if request.headers.get("X-UI-Fragment") == "duplicates":
+            return render(request, "ui/_duplicates.html", {"checked": checked, "error": error, "draft": draft})
+        action = "duplicate" if request.POST.get("duplicate_of") else request.POST.get("action", "")
+        if action in ("file", "duplicate") and form.is_valid():
+            original = request.POST.get("duplicate_of") if action == "duplicate" else None
+            if original and not _visible_bug(original, request.user):
+                form.add_error(None, f"{original} is not a bug you can see; choose another or file it as new.")
+            else:
+                bug = _file(form.cleaned_data, request.user, original)
+                if original:
+                    messages.success(request, f"Filed {bug.key} as a duplicate of {original}.")
+                    return redirect("ui:record", original)
+                messages.success(request, f"Filed {bug.key}.")
+                return redirect("ui:record", bug.key)
+    context = {"form": form, "checked": checked, "error": error, "draft": form.draft() if form.is_bound else None}
+    return render(request, "ui/report.html", context, status=400 if form.errors else 200)
+
+
+def _visible_bug(key: str, user) -> Bug | None:
+    return access.visible(Bug.objects.filter(key=key), user).first()
+
+
+def _file(data: dict, user, duplicate_of: str | None) -> Bug:
+    """The new bug, under the next free BUG-<n> key."""
+    raw = {name: data[name].strip() for name in RAW_FIELDS if data.get(name, "").strip()}
+    if "steps" in raw:
+        raw["steps"] = [line.strip() for line in raw["steps"].splitlines() if line.strip()]
+    fields = {
+        "product": data["product"],
+        "feature": data.get("feature"),
+        "title": data["title"].strip(),
+        "description": data.get("description", "").strip(),
+        "severity": data.get("severity") or None,
+        "status": BugStatus.DUPLICATE if duplicate_of else BugStatus.OPEN,
+        "raw_data": {**raw, "reported_by": user.get_username(), "reported_in": "staff UI"},
+    }
+    if duplicate_of:
+        fields["duplicate_of"] = Bug.objects.get(key=duplicate_of)
+    for _ in range(5):  # another report may take the same number at the same moment
+        try:
+            with transaction.atomic():
+                return Bug.objects.create(key=_next_key(), **fields)
+        except IntegrityError:
+            continue
+    raise IntegrityError("no free bug key after 5 tries")
+
+
+def _next_key() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(r"SELECT max(substring(key FROM 5)::bigint) FROM backlog_bug WHERE key ~ '^BUG-[0-9]{1,18}$'")
+        number = (cursor.fetchone()[0] or 0) + 1
+    while key_holder(f"BUG-{number}"):
+        number += 1
+    return f"BUG-{number}"

@@ -1,0 +1,78 @@
+// Report a bug: the "Reported before?" panel follows the draft as it is typed.
+//
+// The form is posted to its own URL with `X-UI-Fragment: duplicates`; the
+// server answers with the panel rendered from check_duplicates (nothing is
+// saved) and it replaces the one on the page. No record text is put together
+// as HTML here: the nodes come from the server's escaped template.
+(function () {
+  "use strict";
+
+  const DEBOUNCE_MS = 400;
+  const WATCHED = ["title", "description", "steps", "actual_result", "expected_result", "environment", "product"];
+
+  function checker(form) {
+    const status = document.getElementById("duplicates-status");
+    let controller = null;
+    let sent = "";
+    let timer;
+
+    function draftKey() {
+      const data = new FormData(form);
+      return WATCHED.map(function (name) { return (data.get(name) || "").trim(); }).join("\u0000");
+    }
+
+    async function check() {
+      const key = draftKey();
+      if (key === sent) return;
+      sent = key;
+      if (controller) controller.abort();
+      controller = new AbortController();
+      const panel = document.getElementById("duplicates-panel");
+      panel.setAttribute("aria-busy", "true");
+      let fresh = null;
+      try {
+        const response = await fetch(form.action, {
+          method: "POST",
+          body: new FormData(form),
+          headers: { "X-UI-Fragment": "duplicates" },
+          credentials: "same-origin",
+          signal: controller.signal,
+        });
+        if (response.ok) {
+          const body = new DOMParser().parseFromString(await response.text(), "text/html").body;
+          fresh = body.querySelector("#duplicates-panel");
+        }
+      } catch (error) {
+        if (error.name === "AbortError") return;
+      }
+      if (!fresh) {
+        panel.removeAttribute("aria-busy");
+        sent = ""; // try again on the next keystroke
+        return;
+      }
+      const focused = panel.contains(document.activeElement) ? document.activeElement.value : null;
+      panel.replaceWith(fresh);
+      if (focused) {
+        const again = fresh.querySelector('button[value="' + CSS.escape(focused) + '"]');
+        if (again) again.focus();
+      }
+      const summary = fresh.querySelector("[data-summary]");
+      status.textContent = summary ? summary.dataset.summary : "";
+    }
+
+    form.addEventListener("input", function (event) {
+      if (!WATCHED.includes(event.target.name)) return;
+      clearTimeout(timer);
+      timer = setTimeout(check, DEBOUNCE_MS);
+    });
+    form.addEventListener("change", function (event) {
+      if (event.target.name === "product") check();
+    });
+    if (form.elements.title.value.trim()) check();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    const form = document.querySelector("[data-duplicate-check]");
+    if (form) checker(form);
+  });
+})();
