@@ -398,6 +398,7 @@ class DuplicateWhy(BaseModel):
 class DuplicateCandidate(BaseModel):
     kind: Kind
     key: str
+    id: int = Field(description="the bug's id (what a form's duplicate_of field takes)")
     title: str
     product: str | None = Field(description="product key")
     feature: str | None = Field(None, exclude_if=_omitted_when_null)

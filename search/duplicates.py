@@ -148,6 +148,7 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
             DuplicateCandidate(
                 kind="bug",
                 key=row["key"],
+                id=row["record_id"],
                 title=row["title"],
                 product=row["product"],
                 feature=row["feature"],
@@ -215,7 +216,7 @@ def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
     with db.cursor() as cursor:
         cursor.execute(
             """
-            SELECT d.id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, NULL,
+            SELECT d.id, d.record_id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, NULL,
                    ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
                    ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
                          WHERE ts_filter(d.search_vector, '{a}') @@ t::tsquery),
@@ -229,9 +230,9 @@ def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
             {"ids": ids, "terms": terms, "vector": literal, "model": active_model_id()},
         )
         columns = (
-            "key title product feature status severity created_at duplicate_of shared title_shared similarity"
+            "record_id key title product feature status severity created_at duplicate_of shared title_shared similarity"
         ).split()
         return {
-            row[0]: {**dict(zip(columns, row[1:], strict=True)), "shared": set(row[9]), "title_shared": set(row[10])}
+            row[0]: {**dict(zip(columns, row[1:], strict=True)), "shared": set(row[10]), "title_shared": set(row[11])}
             for row in cursor.fetchall()
         }

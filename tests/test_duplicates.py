@@ -181,3 +181,19 @@ def test_bugs_of_other_kinds_of_record_never_come_back(db):
     body = check(title="Renewal fails with a saved card", mode="keyword")
 
     assert "TEST-1" not in keys(body)
+
+
+def test_the_example_of_docs_api_md_works(embedded):
+    import json
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parent.parent.joinpath("docs", "api.md").read_text(encoding="utf-8")
+    body = re.search(r"-d '(.*?)' \\\n\s*http://127\.0\.0\.1:8000/api/bugs/check-duplicates", text, re.S).group(1)
+    user = get_user_model().objects.create_superuser("alice", password="x")
+    api = APIClient()
+    api.force_authenticate(user)
+
+    response = api.post("/api/bugs/check-duplicates", json.loads(body), format="json")
+
+    assert response.status_code == 200 and keys(response.json())[0] == "BUG-1"
