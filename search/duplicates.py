@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 from django.conf import settings
 
-from . import db, fusion, keyword, semantic, statistics
+from . import db, facets, fusion, keyword, semantic, statistics
 from .contract import (
     DuplicateCandidate,
     DuplicateCheckRequest,
@@ -33,8 +33,10 @@ from .contract import (
 from .embeddings import EmbeddingError, active_model_id, document_text, unavailable_reason
 from .health import index_health
 from .query import ParsedQuery, Term, parse
+from .rows import ArmResult
 from .scope import Scope, build_scope
 
+CANDIDATES = 1000  # matches of the rarest terms the keyword arm scores, at most
 BODY_TERMS = 40  # the rarest words of the text after the title that join the keyword query
 SHARED_WORDS_SHOWN = 8
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
@@ -82,7 +84,7 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword") and terms:
-        keyword_result = keyword.arm(parsed, scope, depth, (n, df))
+        keyword_result = _keyword_arm(parsed, scope, depth, n, df)
     if mode in ("hybrid", "semantic"):
         try:
             text, semantic_depth = document_text(title, body), min(depth, settings.SEARCH_SEMANTIC_DEPTH)
@@ -98,6 +100,23 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
     vector = semantic_result.vector if semantic_result else None
     return Ranked(ordered, mode, terms, idf, vector, degraded)
+
+
+def _keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, float]) -> ArmResult:
+    """The draft's OR query, ranked as search ranks one (keyword.rank), but
+    with neither a total nor facets to estimate: past CANDIDATES expected
+    matches, only the matches of its rarest terms (at most CANDIDATES of
+    them) are scored. A draft's duplicate shares its rare words; a bug
+    sharing only common ones is the semantic arm's to find."""
+    terms = parsed.units
+    weighted = [(t.tsquery, statistics.idf(n, df[t.tsquery])) for t in terms]
+    expected = keyword.expected_any(terms, df, n)
+    plan = keyword.Plan(parsed.any_of(), weighted, keyword.rarer_terms(terms, df, CANDIDATES), expected)
+    if expected <= CANDIDATES or not plan.candidates:
+        return keyword.rank(plan, scope, depth)
+    source = keyword.Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
+    ranked, info, _ = keyword.rank_candidates(plan, scope, source, CANDIDATES, depth)
+    return ArmResult(ranked, len(ranked), False, facets.empty(), plan.match, info)
 
 
 def more_like_this(

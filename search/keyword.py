@@ -48,24 +48,25 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ArmResult | Non
         return None
     weighted = [(t.tsquery, statistics.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
-    candidates = _rarer_terms(terms, df)
+    candidates = rarer_terms(terms, df)
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
-        return rank(Plan(all_of, weighted, candidates, _expected_any(terms, df, n)), scope, depth)
+        return rank(Plan(all_of, weighted, candidates, expected_any(terms, df, n)), scope, depth)
     result = rank(Plan(all_of, weighted, None, _expected_all(parsed, df, n)), scope, depth)
     if result.total >= settings.SEARCH_RELAX_BELOW:
         return result
     # AND found little: rank documents matching any term, rarest terms first.
-    relaxed = rank(Plan(any_of, weighted, candidates, _expected_any(terms, df, n)), scope, depth)
+    relaxed = rank(Plan(any_of, weighted, candidates, expected_any(terms, df, n)), scope, depth)
     return relaxed if relaxed.total > result.total else result
 
 
-def _rarer_terms(terms, df: dict[str, float]) -> str | None:
-    """The rarest terms whose matches together stay within EXACT_LIMIT, as
+def rarer_terms(terms, df: dict[str, float], cap: float | None = None) -> str | None:
+    """The rarest terms whose matches together stay within `cap` (EXACT_LIMIT), as
     one OR tsquery: where a broad OR query takes its candidates (a record
     matching only commoner terms cannot outscore them by much)."""
+    cap = settings.SEARCH_EXACT_LIMIT if cap is None else cap
     rare, covered = [], 0.0
     for term in sorted(terms, key=lambda t: df[t.tsquery]):
-        if covered + df[term.tsquery] > settings.SEARCH_EXACT_LIMIT:
+        if covered + df[term.tsquery] > cap:
             break
         rare.append(term)
         covered += df[term.tsquery]
@@ -81,7 +82,7 @@ def _expected_all(parsed: ParsedQuery, df: dict[str, float], n: float) -> float:
     return n * fraction
 
 
-def _expected_any(terms, df: dict[str, float], n: float) -> float:
+def expected_any(terms, df: dict[str, float], n: float) -> float:
     missing = 1.0
     for term in terms:
         missing *= 1.0 - min(1.0, df[term.tsquery] / n)
@@ -211,7 +212,7 @@ def _broad(plan: Plan, scope: Scope, depth: int, matches: float, above_cap: bool
     ranked, info = [], {}
     if plan.candidates:
         source = Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
-        ranked, info, _ = _rank_candidates(plan, scope, source, cap, depth)
+        ranked, info, _ = rank_candidates(plan, scope, source, cap, depth)
     if len(ranked) < depth:
         more, more_info = _recent_candidates(plan, scope, depth, matches)
         ranked, info = _merged(ranked, more, depth), {**more_info, **info}
@@ -259,15 +260,15 @@ def _recent_candidates(plan: Plan, scope: Scope, depth: int, matches: float):
     if chosen and chosen[1] * matches < min(walk, matches):
         months = {"month_prefix": statistics.MONTH_PREFIX, "since": chosen[0]}
         source = Source(f"d.search_markers @@ {statistics.MONTHS_SINCE_SQL} AND", months, BITMAP)
-        ranked, info, found = _rank_candidates(plan, scope, source, recent, depth)
+        ranked, info, found = rank_candidates(plan, scope, source, recent, depth)
         if found >= recent:
             return ranked, info
     source = Source("", {}, WALK if walk < matches else BITMAP)
-    ranked, info, _ = _rank_candidates(plan, scope, source, recent, depth)
+    ranked, info, _ = rank_candidates(plan, scope, source, recent, depth)
     return ranked, info
 
 
-def _rank_candidates(plan: Plan, scope: Scope, source: Source, limit: int, depth: int):
+def rank_candidates(plan: Plan, scope: Scope, source: Source, limit: int, depth: int):
     """Score at most `limit` matches picked by `source`; the best `depth` of
     them, their RowInfo, and how many were scored."""
     score, params = score_sql(plan, "x")
