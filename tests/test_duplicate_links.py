@@ -9,16 +9,18 @@ product's bug, which no Tramline bug may point at.
 
 import io
 import json
+import re
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.db import connection
+from django.urls import reverse
 
 from backlog.models import Bug, BugStatus, Product
 from backlog.services import export_records, import_records
 
-from .conftest import TRAMLINE, VAT_BUG, jsonl, run_import
+from .conftest import TRAMLINE, VAT_BUG, client_with_token, jsonl, run_import
 
 pytestmark = pytest.mark.django_db
 
@@ -322,3 +324,187 @@ def test_the_command_exports_a_products_links(cluster):
         "BUG-13": "BUG-12",
         "BUG-14": "BUG-13",
     }
+
+
+# -- REST -----------------------------------------------------------------------------------------
+
+
+def test_a_bug_reads_with_its_original_as_a_key(cluster, curator):
+    body = curator.get("/api/bugs/BUG-14").json()
+    listed = curator.get("/api/bugs", {"duplicate_of": "BUG-12"}).json()
+
+    assert body["duplicate_of"] == "BUG-13"
+    assert curator.get("/api/bugs/BUG-12").json()["duplicate_of"] is None
+    assert [b["key"] for b in listed["results"]] == ["BUG-13"]
+
+
+def test_a_curator_links_and_unlinks_by_key_in_any_case(cluster, curator):
+    linked = curator.patch("/api/bugs/BUG-14", {"duplicate_of": "bug-12"}, format="json")
+    created = curator.post(
+        "/api/bugs", {"key": "BUG-15", "product": "PRD-1", "title": "Spinner", "duplicate_of": "BUG-13"}, format="json"
+    )
+    unlinked = curator.patch("/api/bugs/BUG-13", {"duplicate_of": None}, format="json")
+
+    assert linked.status_code == 200 and linked.json()["duplicate_of"] == "BUG-12"
+    assert created.status_code == 201 and created.json()["duplicate_of"] == "BUG-13"
+    assert unlinked.status_code == 200 and unlinked.json()["duplicate_of"] is None
+    # The API writes what it is sent: the status is the caller's to set.
+    assert (unlinked.json()["status"], created.json()["status"]) == ("duplicate", "open")
+    assert links()["BUG-14"] == "BUG-12" and links()["BUG-13"] is None
+
+
+@pytest.mark.parametrize(
+    "key, change, message",
+    [
+        ("BUG-13", "BUG-404", "duplicate_of: no bug has the key BUG-404."),
+        ("BUG-13", "FEAT-7", "duplicate_of: no bug has the key FEAT-7."),
+        ("BUG-13", 12, "duplicate_of: give the bug's key as a string."),
+        ("BUG-13", "BUG-20", "duplicate_of: BUG-20 belongs to PRD-2, not PRD-1."),
+        ("BUG-13", "BUG-13", "duplicate_of: BUG-13 cannot be a duplicate of itself."),
+        ("BUG-12", "BUG-14", "duplicate_of: BUG-14 is already a duplicate of BUG-12 (BUG-14 → BUG-13 → BUG-12)"),
+    ],
+)
+def test_a_bad_link_is_400_naming_the_field(cluster, curator, key, change, message):
+    before = snapshot()
+
+    response = curator.patch(f"/api/bugs/{key}", {"duplicate_of": change}, format="json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["message"].startswith(message), error
+    assert list(error["fields"]) == ["duplicate_of"]
+    assert snapshot() == before
+
+
+def test_a_bug_of_a_product_one_may_not_see_is_no_bug_at_all(cluster, django_user_model):
+    from django.contrib.auth.models import Group, Permission
+
+    # Carol is on Ledgerly's team only: Tramline's bugs do not exist for her.
+    carol = django_user_model.objects.create_user("carol")
+    carol.user_permissions.set(Permission.objects.filter(codename__in=["change_bug", "view_bug"]))
+    team = Group.objects.create(name="ledgerly")
+    team.user_set.add(carol)
+    Product.objects.get(key="PRD-2").teams.add(team)
+
+    response = client_with_token(carol).patch("/api/bugs/BUG-20", {"duplicate_of": "BUG-12"}, format="json")
+
+    assert response.json()["error"]["message"] == "duplicate_of: no bug has the key BUG-12."
+
+
+# -- the admin ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("curator", "curator@example.com", "a-long-pass"))
+    return client
+
+
+def change_form(bug: Bug, **changes) -> dict:
+    """The bug's change form as the browser would post it, with `changes`."""
+    fields = {
+        "key": bug.key,
+        "title": bug.title,
+        "severity": bug.severity or "",
+        "status": bug.status,
+        "product": bug.product_id,
+        "feature": bug.feature_id or "",
+        "test": bug.test_id or "",
+        "duplicate_of": bug.duplicate_of_id or "",
+        "description": bug.description,
+        "raw_data": json.dumps(bug.raw_data),
+    }
+    return fields | changes
+
+
+def test_linking_in_the_admin_marks_the_bug_duplicate(cluster, admin_client):
+    newcomer = Bug.objects.create(key="BUG-15", product=Bug.objects.get(key="BUG-12").product, title="Spinner")
+    url = reverse("admin:backlog_bug_change", args=[newcomer.pk])
+
+    response = admin_client.post(url, change_form(newcomer, duplicate_of=Bug.objects.get(key="BUG-12").pk))
+
+    assert response.status_code == 302, response.content.decode()[:3000]
+    newcomer.refresh_from_db()
+    assert (newcomer.duplicate_of.key, newcomer.status) == ("BUG-12", "duplicate")
+
+
+def test_a_status_chosen_with_the_link_is_kept(cluster, admin_client):
+    newcomer = Bug.objects.create(key="BUG-15", product=Bug.objects.get(key="BUG-12").product, title="Spinner")
+    url = reverse("admin:backlog_bug_change", args=[newcomer.pk])
+    original = Bug.objects.get(key="BUG-12").pk
+
+    admin_client.post(url, change_form(newcomer, duplicate_of=original, status="rejected"))
+
+    newcomer.refresh_from_db()
+    assert (newcomer.duplicate_of_id, newcomer.status) == (original, "rejected")
+
+
+def test_the_admin_refuses_a_circle_with_the_chain_in_the_page(cluster, admin_client):
+    original = Bug.objects.get(key="BUG-12")
+    url = reverse("admin:backlog_bug_change", args=[original.pk])
+
+    response = admin_client.post(url, change_form(original, duplicate_of=Bug.objects.get(key="BUG-14").pk))
+
+    assert response.status_code == 200  # the form again, with the error
+    assert "BUG-14 is already a duplicate of BUG-12 (BUG-14 → BUG-13 → BUG-12)" in response.content.decode()
+    assert links()["BUG-12"] is None
+
+
+def test_a_bug_page_lists_its_duplicates_and_offers_the_link_by_search(cluster, admin_client):
+    original, spinner = Bug.objects.get(key="BUG-12"), Bug.objects.get(key="BUG-13")
+
+    page = admin_client.get(reverse("admin:backlog_bug_change", args=[original.pk])).content.decode()
+    found = admin_client.get(
+        reverse("admin:autocomplete"),
+        {"app_label": "backlog", "model_name": "bug", "field_name": "duplicate_of", "term": "spinner"},
+    ).json()
+
+    spinner_url = reverse("admin:backlog_bug_change", args=[spinner.pk])
+    assert f'<a href="{spinner_url}" title="{spinner.title}">BUG-13</a>' in page
+    # An autocomplete, not a <select> of every bug: the page stays small with 100,000 of them.
+    assert 'name="duplicate_of"' in page and "admin-autocomplete" in page
+    assert {r["text"] for r in found["results"]} == {
+        "BUG-13 Renewal spinner never stops",
+        "BUG-14 Renewal spinner on a tablet",
+    }
+
+
+def test_the_bug_list_filters_by_having_a_link(cluster, admin_client):
+    url = reverse("admin:backlog_bug_changelist")
+
+    def listed(**params) -> set[str]:
+        html = admin_client.get(url, params).content.decode()
+        return set(re.findall(r'<th class="field-key"><a href="[^"]+">(BUG-\d+)</a>', html))
+
+    assert listed(is_duplicate="yes") == {"BUG-13", "BUG-14"}
+    assert listed(is_duplicate="no") == {"BUG-12", "BUG-20"}
+    assert listed(duplicate_of__id__exact=Bug.objects.get(key="BUG-12").pk) == {"BUG-13"}
+
+
+# -- the record page and `get` ------------------------------------------------------------------
+
+
+def test_get_relates_a_bug_to_its_original_and_its_duplicates(cluster, curator):
+    records = curator.get("/api/records", {"keys": "BUG-13,BUG-12"}).json()["records"]
+    spinner, original = (record["related"] for record in records)
+
+    assert [ref["key"] for ref in spinner["duplicate_of"]["items"]] == ["BUG-12"]
+    assert [ref["key"] for ref in spinner["duplicates"]["items"]] == ["BUG-14"]
+    assert original["duplicate_of"] == {"total": 0, "items": []}
+    assert original["duplicates"]["total"] == 1
+
+
+def test_the_record_page_shows_the_original_and_the_duplicates_as_links(cluster, client, alice):
+    alice.is_staff = True
+    alice.save()
+    client.force_login(alice)
+
+    spinner = client.get("/records/BUG-13/").content.decode()
+    original = client.get("/records/BUG-12/").content.decode()
+    tablet = client.get("/records/BUG-14/").content.decode()
+
+    assert re.search(r'<dt>Duplicate of</dt>\s*<dd><a href="/records/BUG-12/"><span class="key">BUG-12</span>', spinner)
+    duplicates = original[original.index('id="related-duplicates"') :]
+    assert "Duplicates" in duplicates and 'href="/records/BUG-13/"' in duplicates.split("</section>")[0]
+    assert 'id="related-duplicates"' not in tablet  # no duplicates: no empty section
+    assert "<dt>Duplicate of</dt>" not in original
