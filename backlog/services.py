@@ -312,6 +312,33 @@ def _resolve(
                 continue
             reject(p, problem)
 
+    # A bug moved to another product takes its stored duplicates along, or
+    # stays: a link never crosses products (the file's duplicates of it are
+    # checked above, with the product the file gives it).
+    moved = {
+        stored[folded].id: p
+        for folded, p in in_file.items()
+        if p.record.kind == "bug"
+        and folded in stored
+        and folded not in rejected
+        and stored_product_keys.get(stored[folded].product_id, "").upper() != p.record.product.upper()
+    }
+    left_behind: dict[int, list[str]] = defaultdict(list)
+    if moved:
+        query = "SELECT key, duplicate_of_id FROM backlog_bug WHERE duplicate_of_id = ANY(%s) ORDER BY key"
+        for key, original in bulk.select_by_keys(query, list(moved)):
+            if key.upper() not in in_file:
+                left_behind[original].append(key)
+    for original, keys in left_behind.items():
+        p = moved[original]
+        listed = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        was = stored_product_keys[stored[p.record.key.upper()].product_id]
+        reject(
+            p,
+            f"it moves to product {p.record.product}, but its duplicates {listed} stay in {was}; "
+            "move them in the same file, or unlink them first",
+        )
+
     for folded, circle in _circles(parsed, in_file, stored, rejected).items():
         p = in_file[folded]
         if len(circle) == 1:
@@ -385,7 +412,7 @@ def _circles(
 class _Plan:
     writes: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     # Relations to records created in this same import, filled in by key
-    # once those rows have ids (a bug's duplicate_of: see _waves).
+    # once those rows have ids (a bug's duplicate_of: see _write).
     pending: dict[str, list[tuple[dict, str, str]]] = field(default_factory=lambda: defaultdict(list))
 
 

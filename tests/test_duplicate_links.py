@@ -231,6 +231,36 @@ def test_a_file_may_turn_a_chain_around(cluster):
     assert links() == {"BUG-12": "BUG-13", "BUG-13": "BUG-14", "BUG-14": None, "BUG-20": None}
 
 
+def to_ledgerly(record: dict) -> dict:
+    moved = {k: v for k, v in record.items() if k not in ("feature", "test")}
+    return moved | {"product": "PRD-2"}
+
+
+def test_a_bug_moves_to_another_product_only_with_its_duplicates(cluster):
+    original = next(r for r in TRAMLINE if r["key"] == "BUG-12")
+    before = snapshot()
+
+    code, _, err = run_import(jsonl(to_ledgerly(original)))
+
+    assert code == 1
+    assert (
+        "line 1: BUG-12: it moves to product PRD-2, but its duplicates BUG-13 stay in PRD-1; "
+        "move them in the same file, or unlink them first"
+    ) in err
+    assert snapshot() == before
+
+    code, out, err = run_import(jsonl(to_ledgerly(original), to_ledgerly(SPINNER), to_ledgerly(TABLET)))
+
+    assert code == 0, err
+    assert "updated 3 (3 bug)" in out
+    assert set(Bug.objects.filter(product__key="PRD-2").values_list("key", flat=True)) == {
+        "BUG-12",
+        "BUG-13",
+        "BUG-14",
+        "BUG-20",
+    }
+
+
 def test_skip_invalid_writes_the_rest_but_nothing_that_points_into_a_circle(cluster):
     records = [bug("BUG-60", duplicate_of="BUG-60"), bug("BUG-61", duplicate_of="BUG-60"), bug("BUG-62")]
 
