@@ -83,6 +83,7 @@ class QATestFilter(FeatureFilter):
 
 class BugFilter(QATestFilter):
     test = filters.CharFilter("test__key", help_text="a test key")
+    duplicate_of = filters.CharFilter("duplicate_of__key", help_text="a bug key: the bugs linked to it as duplicates")
     status = ChoiceInFilter(choices=BugStatus.choices, help_text="bug statuses, comma-separated")
     severity = ChoiceInFilter(choices=Severity.choices, help_text="severities, comma-separated")
 

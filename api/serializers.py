@@ -132,6 +132,12 @@ class BugSerializer(RecordSerializer):
     product = relation(Product)
     feature = relation(Feature, allow_null=True, required=False)
     test = relation(QATest, allow_null=True, required=False)
+    duplicate_of = relation(
+        Bug,
+        allow_null=True,
+        required=False,
+        help_text="the key of the earlier bug of the same product this one repeats; null: none",
+    )
     raw_data = serializers.JSONField(
         required=False,
         help_text="the bug as the tracker sent it; actual_result, expected_result, steps and environment "
@@ -145,7 +151,7 @@ class BugSerializer(RecordSerializer):
     class Meta(RecordSerializer.Meta):
         model = Bug
         fields = ["kind", "key", "id", "product", "feature", "test", "title", "description", "severity", "status"]
-        fields += ["raw_data", *DERIVED_FIELDS, *TIMES]
+        fields += ["duplicate_of", "raw_data", *DERIVED_FIELDS, *TIMES]
         # Unknown severity is null, never "" (as in the interchange format).
         extra_kwargs = {"description": TEXT, "severity": {"allow_blank": False}}
 

@@ -189,7 +189,7 @@ class BugViewSet(RecordViewSet):
     filterset_class = filters.BugFilter
     ordering_fields = ["key", "title", "severity", "status", "created_at", "updated_at"]
     ordering = ["-created_at", "-id"]
-    related = ("product", "feature", "test")
+    related = ("product", "feature", "test", "duplicate_of")
 
 
 # -- import -------------------------------------------------------------------------------

@@ -65,6 +65,10 @@ class BugForm(forms.ModelForm):
     class Meta:
         model = Bug
         fields = "__all__"
+        help_texts = {
+            "duplicate_of": "The earlier report of the same problem, in the same product. Saving a new link "
+            "sets the status to duplicate, unless you change the status too.",
+        }
 
     def clean_raw_data(self):
         value = self.cleaned_data["raw_data"]
@@ -97,7 +101,7 @@ class Scoped:
         return access.visible(super().get_queryset(request), request.user)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.related_model in (Product, Feature, QATest):
+        if db_field.related_model in (Product, Feature, QATest, Bug):
             kwargs["queryset"] = access.visible(db_field.related_model._default_manager.all(), request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
@@ -107,6 +111,22 @@ class ProductListFilter(admin.RelatedFieldListFilter):
 
     def field_choices(self, field, request, model_admin):
         return [(product.pk, str(product)) for product in access.visible(Product.objects.all(), request.user)]
+
+
+class DuplicateListFilter(admin.SimpleListFilter):
+    """Bugs linked to an original (duplicate_of set), or not; the status
+    `duplicate` is a filter of its own, as it may be set without a link."""
+
+    title = "is a duplicate"
+    parameter_name = "is_duplicate"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes, linked to an original"), ("no", "No link")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(duplicate_of__isnull=self.value() == "no")
+        return queryset
 
 
 class RecordAdmin(Scoped, admin.ModelAdmin):
@@ -240,26 +260,38 @@ class QATestAdmin(RecordAdmin):
     ]
 
 
+DUPLICATES_SHOWN = 20  # on a bug's page; the rest are a link to the list
+
+
 @admin.register(Bug)
 class BugAdmin(RecordAdmin):
     form = BugForm
     list_display = ("key", "title", "product_key", "feature_key", "severity_badge", "status", "created")
     list_display_links = ("key", "title")
-    list_filter = (("product", ProductListFilter), "severity", "status", "created_at", "updated_at")
+    list_filter = (
+        ("product", ProductListFilter),
+        "severity",
+        "status",
+        DuplicateListFilter,
+        "created_at",
+        "updated_at",
+    )
     list_select_related = ("product", "feature")
     search_fields = ("key", "title")
-    autocomplete_fields = ("product", "feature", "test")
+    autocomplete_fields = ("product", "feature", "test", "duplicate_of")
     date_hierarchy = "created_at"
     readonly_fields = (
         "actual_result",
         "expected_result",
         "steps_text",
         "environment",
+        "duplicate_list",
         "created_at",
         "updated_at",
     )
     fieldsets = (
         (None, {"fields": ("key", "title", ("severity", "status"), "product", "feature", "test")}),
+        ("Duplicates", {"fields": ("duplicate_of", "duplicate_list")}),
         ("Report", {"fields": ("description",)}),
         (
             "Searchable fields, from raw data",
@@ -305,6 +337,27 @@ class BugAdmin(RecordAdmin):
         if not bug.severity:
             return "—"
         return format_html('<span class="severity severity-{}">{}</span>', bug.severity, bug.get_severity_display())
+
+    def save_model(self, request, obj, form, change):
+        # Linking is how a curator says "duplicate": the status follows,
+        # unless it was chosen in the same save. The model forces neither.
+        if obj.duplicate_of_id and "duplicate_of" in form.changed_data and "status" not in form.changed_data:
+            obj.status = BugStatus.DUPLICATE
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="duplicates of this bug")
+    def duplicate_list(self, bug):
+        if bug.pk is None:
+            return "—"
+        # In its product, as every link is, so whoever sees this bug sees them.
+        duplicates = list(bug.duplicates.order_by("key").values_list("pk", "key", "title")[: DUPLICATES_SHOWN + 1])
+        if not duplicates:
+            return "None."
+        shown = [(reverse("admin:backlog_bug_change", args=[pk]), title, key) for pk, key, title in duplicates]
+        links = format_html_join(", ", '<a href="{}" title="{}">{}</a>', shown[:DUPLICATES_SHOWN])
+        if len(duplicates) <= DUPLICATES_SHOWN:
+            return links
+        return format_html("{} … {}", links, changelist_link(Bug, "all of them", duplicate_of__id__exact=bug.pk))
 
     @admin.display(description="steps")
     def steps_text(self, bug):

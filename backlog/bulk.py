@@ -30,6 +30,38 @@ def select_by_keys(query: str, keys: Sequence[str]) -> list[tuple]:
         return cursor.fetchall()
 
 
+def duplicate_chains(ids: Sequence[int]) -> dict[int, tuple[str, int | None]]:
+    """The bugs on the duplicate_of chains that start at `ids`: id -> (key,
+    the id it is a duplicate of). One statement; UNION (not UNION ALL) stops
+    at a row already found, so even a circle that two racing writes stored
+    ends the walk."""
+    query = """
+        WITH RECURSIVE chain(id, key, duplicate_of_id) AS (
+            SELECT id, key, duplicate_of_id FROM backlog_bug WHERE id = ANY(%s)
+            UNION
+            SELECT b.id, b.key, b.duplicate_of_id FROM backlog_bug b JOIN chain c ON b.id = c.duplicate_of_id
+        )
+        SELECT id, key, duplicate_of_id FROM chain
+    """
+    with _cursor() as cursor:
+        cursor.execute(query, [list(ids)])
+        return {pk: (key, target) for pk, key, target in cursor.fetchall()}
+
+
+def set_links(table: str, column: str, pairs: Sequence[tuple[int, int]]) -> None:
+    """Set `column` of the rows of `table` whose id is each pair's first
+    value to its second: one statement for all of them."""
+    ids, targets = zip(*pairs, strict=True) if pairs else ((), ())
+    with _cursor() as cursor:
+        cursor.execute(
+            sql.SQL(
+                "UPDATE {table} t SET {column} = v.target FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, target) "
+                "WHERE t.id = v.id"
+            ).format(table=sql.Identifier(table), column=sql.Identifier(column)),
+            [list(ids), list(targets)],
+        )
+
+
 def upsert(
     table: str, columns: Sequence[str], rows: Iterable[Sequence], json_columns: Iterable[str] = ()
 ) -> dict[str, tuple[int, bool]]:

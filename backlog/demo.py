@@ -10,8 +10,9 @@ different types (mobile app, web apps, point of sale, maps SDK, TV app, hub
 firmware, payroll API), each with its own features, screens, platforms and
 environments, combined with failure modes, contexts and many sentence
 templates, so that searching it feels like searching a real tracker. About 8%
-of bugs are paraphrased duplicates of an earlier bug of the same feature
-(``raw_data["duplicate_of"]`` names the original) for duplicate detection.
+of bugs are paraphrased duplicates of an earlier bug of the same feature,
+linked to it by ``duplicate_of`` as a curator would (``raw_data["duplicate_of"]``
+names it too, as the tracker sent it), for duplicate detection.
 
 Output depends only on ``(records, seed)``: one ``random.Random(seed)`` drives
 everything; no clock, ``hash()`` or set order is involved. It is a generator
@@ -588,6 +589,8 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
         record["feature"] = f.key
     if test:
         record["test"] = test[0]
+    if orig:
+        record["duplicate_of"] = o_key
     if not orig:
         f.bugs.append((key, mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, with_feature, test))
         if len(f.bugs) > 5:

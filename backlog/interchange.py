@@ -70,9 +70,7 @@ class _Record(BaseModel):
 
     def relations(self) -> dict[str, str]:
         """Relation field -> the key it names (kind checked by the importer)."""
-        return {
-            name: value for name in ("product", "feature", "test") if (value := getattr(self, name, None)) is not None
-        }
+        return {name: value for name in RELATION_KINDS if (value := getattr(self, name, None)) is not None}
 
 
 class ProductRecord(_Record):
@@ -110,6 +108,7 @@ class BugRecord(_Record):
     test: Key | None = None
     severity: Severity | None = None
     status: BugStatus = BugStatus.OPEN
+    duplicate_of: Key | None = None  # another bug of the same product (docs/format.md)
     raw_data: RawData = Field(default_factory=dict)
 
 
@@ -117,7 +116,7 @@ AnyRecord = Annotated[ProductRecord | FeatureRecord | TestRecord | BugRecord, Fi
 _adapter = TypeAdapter(AnyRecord)
 
 # What the relation fields of each kind must point at.
-RELATION_KINDS = {"product": "product", "feature": "feature", "test": "test"}
+RELATION_KINDS = {"product": "product", "feature": "feature", "test": "test", "duplicate_of": "bug"}
 
 
 def parse_line(line: str | bytes) -> tuple[AnyRecord | None, list[str]]:

@@ -9,6 +9,12 @@ A bug's `actual_result`, `expected_result`, `steps` and `environment` are
 stored generated columns computed by PostgreSQL from `raw_data` (see
 `backlog.db.raw_text`). The database, not Python, keeps them in sync, so every
 write path (save, bulk_create, queryset.update, raw SQL, import) is covered.
+
+A bug may name the report it repeats in `duplicate_of` (Bugzilla's dup_id,
+Jira's "Duplicates" link): at most one, in the same product, never in a
+circle. A cluster of duplicates is an original and every bug whose chain of
+`duplicate_of` links ends at it (docs/format.md says why a column, not a
+link table).
 """
 
 from django.contrib.postgres.fields import ArrayField
@@ -19,6 +25,7 @@ from django.db import models
 from django.db.models.functions import Upper
 from django.utils import timezone
 
+from . import bulk
 from .db import RawText
 
 KEY_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
@@ -123,7 +130,7 @@ class Record(models.Model):
         if self.key and key_holder(self.key, besides=self) is not None:
             errors["key"] = key_taken_message(self.key)
         product = self.product if getattr(self, "product_id", None) else None
-        for relation in ("feature", "test"):
+        for relation in ("feature", "test", "duplicate_of"):
             target = getattr(self, relation, None)
             if product and target and target.product_id != product.pk:
                 errors[relation] = f"{target.key} belongs to {target.product.key}, not {product.key}."
@@ -225,6 +232,17 @@ class Bug(Record):
     expected_result = derived_from_raw_data("expected_result")
     steps = derived_from_raw_data("steps")
     environment = derived_from_raw_data("environment")
+    # Status `duplicate` and this link are set together by the admin's form,
+    # but neither requires the other: trackers send duplicates without the
+    # link (legacy data) and links to reports still being triaged.
+    duplicate_of = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="duplicates",
+        help_text="The earlier report of the same problem, in the same product. Its key, like BUG-1043.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -233,6 +251,48 @@ class Bug(Record):
             title_trigram_index("title", "bug_title_trgm"),
             models.Index(fields=["product", "status", "severity"], name="bug_triage_idx"),
         ]
+
+    def clean(self):
+        """Besides Record's checks (the original is in the same product):
+        a bug is no duplicate of itself, and a link never closes a circle.
+        A bug moved to another product takes no duplicates along: they would
+        point across products."""
+        super().clean()
+        if self.duplicate_of_id is not None:
+            if self.pk is not None and self.duplicate_of_id == self.pk:
+                raise ValidationError({"duplicate_of": f"{self.key} cannot be a duplicate of itself."})
+            if self.pk is not None and (circle := self.duplicate_of.chain_to(self.pk)):
+                path = " → ".join(circle)
+                raise ValidationError(
+                    {
+                        "duplicate_of": f"{self.duplicate_of.key} is already a duplicate of {self.key} ({path}): "
+                        f"the link would make a circle. Link {self.key} to another bug, or unlink "
+                        f"{self.duplicate_of.key} first."
+                    }
+                )
+        if self.pk is not None and self.product_id:
+            stored = Bug.objects.filter(pk=self.pk).values_list("product_id", "product__key").first()
+            if stored and stored[0] != self.product_id:
+                keys = list(self.duplicates.order_by("key").values_list("key", flat=True)[:4])
+                if keys:
+                    listed = ", ".join(keys[:3]) + (" and more" if len(keys) > 3 else "")
+                    raise ValidationError(
+                        {"product": f"{self.key} has duplicates in {stored[1]} ({listed}); unlink or move them first."}
+                    )
+
+    def chain_to(self, pk: int) -> list[str]:
+        """The keys from this bug along its duplicate_of links to the bug `pk`
+        (both included), or [] when the chain ends elsewhere. One query, which
+        ends even on a circle already stored (two saves that raced)."""
+        links = bulk.duplicate_chains([self.pk])
+        path, at = [], self.pk
+        while at is not None and at in links and len(path) <= len(links):
+            key, target = links[at]
+            path.append(key)
+            if at == pk:
+                return path
+            at = target
+        return []
 
 
 RECORD_MODELS: dict[str, type[Record]] = {model.KIND: model for model in (Product, Feature, QATest, Bug)}

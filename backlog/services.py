@@ -47,12 +47,13 @@ FIELDS = {
         "description",
         "severity",
         "status",
+        "duplicate_of",
         "raw_data",
         "created_at",
         "updated_at",
     ],
 }
-RELATIONS = ("product", "feature", "test")
+RELATIONS = ("product", "feature", "test", "duplicate_of")
 BATCH_SIZE = 5000
 
 
@@ -311,27 +312,107 @@ def _resolve(
                 continue
             reject(p, problem)
 
-    # Reject, transitively, what names a rejected record.
-    changed = True
-    while changed:
-        changed = False
-        for p in parsed:
-            if p.record.key.upper() in rejected:
-                continue
-            bad = [t for t in p.record.relations().values() if t.upper() in rejected]
-            if bad:
-                reject(p, f"it names {bad[0]}, which was rejected (line {in_file[bad[0].upper()].line})")
-                changed = True
+    # A bug moved to another product takes its stored duplicates along, or
+    # stays: a link never crosses products (the file's duplicates of it are
+    # checked above, with the product the file gives it).
+    moved = {
+        stored[folded].id: p
+        for folded, p in in_file.items()
+        if p.record.kind == "bug"
+        and folded in stored
+        and folded not in rejected
+        and stored_product_keys.get(stored[folded].product_id, "").upper() != p.record.product.upper()
+    }
+    left_behind: dict[int, list[str]] = defaultdict(list)
+    if moved:
+        query = "SELECT key, duplicate_of_id FROM backlog_bug WHERE duplicate_of_id = ANY(%s) ORDER BY key"
+        for key, original in bulk.select_by_keys(query, list(moved)):
+            if key.upper() not in in_file:
+                left_behind[original].append(key)
+    for original, keys in left_behind.items():
+        p = moved[original]
+        listed = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        was = stored_product_keys[stored[p.record.key.upper()].product_id]
+        reject(
+            p,
+            f"it moves to product {p.record.product}, but its duplicates {listed} stay in {was}; "
+            "move them in the same file, or unlink them first",
+        )
+
+    for folded, circle in _circles(parsed, in_file, stored, rejected).items():
+        p = in_file[folded]
+        if len(circle) == 1:
+            reject(p, f"duplicate_of {p.record.duplicate_of} is the bug itself; a bug cannot be its own duplicate")
+        else:
+            path = " → ".join([*circle, circle[0]])
+            reject(
+                p,
+                f"duplicate_of {p.record.duplicate_of} makes a circle ({path}); "
+                "a chain of duplicates must end at a bug that is no duplicate",
+            )
+
+    # Reject, transitively, what names a rejected record: each record once,
+    # however long a chain of duplicates leads to it.
+    named_by: dict[str, list[tuple[_Parsed, str]]] = defaultdict(list)
+    for p in parsed:
+        for target in p.record.relations().values():
+            named_by[target.upper()].append((p, target))
+    waiting = sorted(rejected)
+    while waiting:
+        folded = waiting.pop()
+        for p, target in named_by.get(folded, ()):
+            if p.record.key.upper() not in rejected:
+                reject(p, f"it names {target}, which was rejected (line {in_file[folded].line})")
+                waiting.append(p.record.key.upper())
 
     report.problems.sort(key=lambda problem: problem.line or 0)
     return [p for p in parsed if p.record.key.upper() not in rejected], stored
+
+
+def _circles(
+    parsed: list[_Parsed], in_file: dict[str, _Parsed], stored: dict[str, _Stored], rejected: set[str]
+) -> dict[str, list[str]]:
+    """The bugs of the file that would be duplicates of themselves once
+    written: key (upper case) -> the keys of its circle, starting with its
+    own. A chain follows the file's duplicate_of where the file has the bug,
+    the stored one elsewhere, and stops at a rejected record (what names it
+    is rejected anyway). Each bug is walked once."""
+    targets = {p.record.duplicate_of.upper() for p in parsed if getattr(p.record, "duplicate_of", None)}
+    starts = [stored[key].id for key in targets - set(in_file) if key in stored and stored[key].kind == "bug"]
+    chains = bulk.duplicate_chains(starts) if starts else {}
+    stored_next = {key.upper(): chains[target][0].upper() for key, target in chains.values() if target in chains}
+
+    def written_as(key: str) -> str:
+        return in_file[key].record.key if key in in_file else stored[key].key if key in stored else key
+
+    def next_of(key: str) -> str | None:
+        if key in in_file:
+            target = None if key in rejected else getattr(in_file[key].record, "duplicate_of", None)
+            return target and target.upper()
+        return stored_next.get(key)
+
+    circles: dict[str, list[str]] = {}
+    walked: set[str] = set()
+    for p in parsed:
+        path: list[str] = []
+        key = p.record.key.upper()
+        while key is not None and key not in walked:
+            walked.add(key)
+            path.append(key)
+            key = next_of(key)
+        if key in path:  # came back to a bug of this walk
+            circle = path[path.index(key) :]
+            for at, member in enumerate(circle):
+                if member in in_file:
+                    circles[member] = [written_as(k) for k in circle[at:] + circle[:at]]
+    return circles
 
 
 @dataclass
 class _Plan:
     writes: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
     # Relations to records created in this same import, filled in by key
-    # once those rows have ids.
+    # once those rows have ids (a bug's duplicate_of: see _write).
     pending: dict[str, list[tuple[dict, str, str]]] = field(default_factory=lambda: defaultdict(list))
 
 
@@ -430,17 +511,34 @@ def _write(plan: _Plan, progress: Progress) -> ImportReport:
         rows = plan.writes.get(kind)
         if not rows:
             continue
+        originals = {}  # a bug's key -> the key of the bug of this import it is a duplicate of
         for row, name, target in plan.pending.get(kind, ()):
-            row[f"{name}_id"] = written_ids[target.upper()]
+            if name == "duplicate_of":
+                originals[row["key"].upper()] = target.upper()
+            else:
+                row[f"{name}_id"] = written_ids[target.upper()]
         columns = list(rows[0])
         table = RECORD_MODELS[kind]._meta.db_table
+        unlinked = []  # (key, original's key) of links whose original is not written yet
         for batch in _batches(rows, BATCH_SIZE):
+            for row in batch:
+                if (original := originals.get(row["key"].upper())) is None:
+                    continue
+                if original in written_ids:
+                    row["duplicate_of_id"] = written_ids[original]
+                else:
+                    unlinked.append((row["key"].upper(), original))
             written = bulk.upsert(table, columns, (row.values() for row in batch), json_columns=("raw_data",))
             written_ids.update((key.upper(), pk) for key, (pk, _) in written.items())
             inserted = sum(new for _, new in written.values())
             done.created[kind] += inserted
             done.updated[kind] += len(written) - inserted
             bar.update(len(batch))
+        # Links to an original later in the file (or in the same batch): a
+        # second statement, once every bug has its id. Rows are written in the
+        # file's order, so ids, and the order of an export, follow the file.
+        for batch in _batches(unlinked, BATCH_SIZE):
+            bulk.set_links(table, "duplicate_of_id", [(written_ids[key], written_ids[to]) for key, to in batch])
     bar.close()
     done.created, done.updated = +done.created, +done.updated  # without the kinds at 0
     return done

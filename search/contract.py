@@ -317,7 +317,7 @@ class Record(RecordRef):
     raw_data: dict | None = Field(None, description="a bug's raw_data, as imported")
     related: dict[str, Related] | None = Field(
         None,
-        description="bug: product, feature, test; test: product, feature, bugs; "
+        description="bug: product, feature, test, duplicate_of, duplicates; test: product, feature, bugs; "
         "feature: product, tests, open_bugs, bugs; product: features, tests, open_bugs",
     )
 

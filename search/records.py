@@ -79,6 +79,8 @@ def _relations(row: dict) -> dict[str, Q]:
             "product": product,
             "feature": feature,
             "test": Q(kind="test", record_id__in=Bug.objects.filter(id=record_id).values("test_id")),
+            "duplicate_of": Q(kind="bug", record_id__in=Bug.objects.filter(id=record_id).values("duplicate_of_id")),
+            "duplicates": Q(kind="bug", record_id__in=Bug.objects.filter(duplicate_of_id=record_id).values("id")),
         },
         "test": {
             "product": product,

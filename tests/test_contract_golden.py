@@ -30,7 +30,7 @@ MASKED = {"score", "keyword_score", "semantic_score", "feedback_score", "recency
 
 AT = "2026-01-05T09:00:00+00:00"
 # conftest's story with every time fixed (a product or feature without times gets the import's
-# moment), and two more bugs: a duplicate-like one on Tramline and one on Ledgerly.
+# moment), and two more bugs: a duplicate of BUG-12 on Tramline and one on Ledgerly.
 CORPUS = [{"created_at": AT, "updated_at": AT, **record} for record in TRAMLINE] + [
     {
         "kind": "bug",
@@ -40,6 +40,7 @@ CORPUS = [{"created_at": AT, "updated_at": AT, **record} for record in TRAMLINE]
         "title": "Renewal spinner never stops on iOS 18",
         "severity": "medium",
         "status": "duplicate",
+        "duplicate_of": "BUG-12",
         "created_at": "2026-02-03T10:00:00+00:00",
         "updated_at": "2026-02-03T10:00:00+00:00",
         "raw_data": {"actual_result": "The spinner turns forever after tapping Renew", "environment": "iPhone 15"},

@@ -257,26 +257,60 @@ def test_import_reads_a_file_and_reports_a_missing_one(tmp_path, db):
         call_command("import_records", str(tmp_path / "missing.jsonl"))
 
 
-def test_round_trip_import_export_import_is_the_identity(tramline):
+@pytest.fixture
+def linked(tramline):
+    """Tramline with a chain of duplicates, each line naming a bug later in the file:
+    BUG-14 -> BUG-13 -> BUG-12 (stored), and BUG-15 -> BUG-16."""
+    records = [
+        bug("BUG-14", status="duplicate", duplicate_of="BUG-13"),
+        bug("BUG-15", duplicate_of="BUG-16"),
+        bug("BUG-13", status="duplicate", duplicate_of="BUG-12"),
+        bug("BUG-16"),
+    ]
+    report = import_records(jsonl(*records).splitlines())
+    assert report.written and not report.problems, report.problems
+
+
+def test_round_trip_import_export_import_is_the_identity(linked):
     first_export = export_text()
     state = snapshot()
 
     code, out, _ = run_import(first_export)
 
-    assert code == 0 and "created 0, updated 0, unchanged 6" in out
+    assert code == 0 and "created 0, updated 0, unchanged 10" in out
     assert snapshot() == state
     assert export_text() == first_export
+    assert '"duplicate_of": "BUG-13"' in first_export and '"duplicate_of": "BUG-16"' in first_export
 
 
-def test_export_imports_into_an_empty_database_unchanged(tramline):
+def test_export_imports_into_an_empty_database_unchanged(linked):
     exported = export_text()
     for model in (Bug, QATest, Feature, Product):
         model.objects.all().delete()
 
     code, out, _ = run_import(exported)
 
-    assert code == 0 and "created 6" in out
+    assert code == 0 and "created 10" in out
     assert export_text() == exported
+    assert dict(Bug.objects.values_list("key", "duplicate_of__key")) == {
+        "BUG-12": None,
+        "BUG-13": "BUG-12",
+        "BUG-14": "BUG-13",
+        "BUG-15": "BUG-16",
+        "BUG-16": None,
+    }
+
+
+def test_an_export_in_reverse_imports_into_an_empty_database_unchanged(linked):
+    # Every duplicate now comes before its original: links are set whatever the order.
+    exported = export_text()
+    for model in (Bug, QATest, Feature, Product):
+        model.objects.all().delete()
+
+    code, out, _ = run_import("".join(reversed(exported.splitlines(keepends=True))))
+
+    assert code == 0 and "created 10" in out
+    assert sorted(export_text().splitlines()) == sorted(exported.splitlines())
 
 
 def test_export_writes_the_format(tramline):

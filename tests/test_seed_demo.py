@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from backlog.demo import generate
-from backlog.interchange import dumps, parse_line
+from backlog.interchange import RELATION_KINDS, dumps, parse_line
 from backlog.models import Bug, Feature, Product, QATest
 
 
@@ -28,10 +28,10 @@ def test_records_are_valid_related_in_order_and_varied():
     for record in records:
         parsed, problems = parse_line(dumps(record))
         assert not problems, (record["key"], problems)
-        for relation in ("product", "feature", "test"):
+        for relation, kind in RELATION_KINDS.items():
             if relation in record:
                 target = seen[record[relation]]  # named records come first
-                assert target["kind"] == relation
+                assert target["kind"] == kind
                 if relation != "product":
                     assert target["product"] == record["product"]
         seen[record["key"]] = record
@@ -46,6 +46,10 @@ def test_records_are_valid_related_in_order_and_varied():
     duplicates = [b for b in bugs if "duplicate_of" in b.get("raw_data", {})]
     assert 0.03 * len(bugs) < len(duplicates) < 0.2 * len(bugs)
     assert all(seen[d["raw_data"]["duplicate_of"]]["product"] == d["product"] for d in duplicates)
+    # Linked as a curator would, to an original that is no duplicate itself.
+    assert [d["duplicate_of"] for d in duplicates] == [d["raw_data"]["duplicate_of"] for d in duplicates]
+    assert sum("duplicate_of" in b for b in bugs) == len(duplicates)
+    assert not any("duplicate_of" in seen[d["duplicate_of"]] for d in duplicates)
     with_results = [b for b in bugs if b["raw_data"].get("actual_result") and b["raw_data"].get("expected_result")]
     assert len(with_results) > 0.8 * len(bugs)
     assert not any("lorem" in dumps(r).lower() for r in records)
@@ -62,6 +66,7 @@ def test_seed_demo_loads_the_database_and_a_second_run_changes_nothing():
     assert sum(counts.values()) == 600
     assert "created 0, updated 0, unchanged 600" in out.getvalue()
     assert Bug.objects.exclude(actual_result=None).exclude(environment=None).count() > 0.8 * counts["bug"]
+    assert 0.03 * counts["bug"] < Bug.objects.exclude(duplicate_of=None).count() < 0.2 * counts["bug"]
 
 
 @pytest.mark.django_db

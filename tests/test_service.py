@@ -119,6 +119,8 @@ def test_get_returns_whole_records_in_the_order_asked_with_their_relations(story
         "product": ["PRD-1"],
         "feature": ["FEAT-7"],
         "test": ["TEST-3"],
+        "duplicate_of": [],
+        "duplicates": [],
     }
     assert [r["key"] for r in feature["related"]["tests"]["items"]] == ["TEST-3"]
     # Newest first; BUG-13 is later than BUG-12, and both are open.

@@ -377,6 +377,32 @@ def test_the_policy_leaves_the_admin_working(page, alice, corpus):
     screenshot(page, "admin-bug", full_page=False)
 
 
+def test_a_curator_links_a_duplicate_in_the_admin_and_the_record_pages_show_it(page, alice, corpus, live_server):
+    alice.is_superuser = True
+    alice.save()
+    log_in(page, alice, live_server)
+    original, copy = Bug.objects.get(key="BUG-12"), Bug.objects.get(key="BUG-20")
+
+    settle(page, f"/admin/backlog/bug/{copy.pk}/change/")
+    page.locator("#id_duplicate_of + .select2").click()  # an autocomplete, searched by key or title
+    page.locator(".select2-search__field").fill("BUG-12")
+    page.locator(".select2-results__option", has_text="BUG-12").click()
+    page.locator("input[name=_continue]").first.click()
+    expect(page.locator(".messagelist .success")).to_be_visible()
+
+    copy.refresh_from_db()
+    assert (copy.duplicate_of_id, copy.status) == (original.pk, "duplicate")
+    settle(page, f"/admin/backlog/bug/{original.pk}/change/")
+    expect(page.locator(".field-duplicate_list a")).to_have_text(["BUG-20"])
+    settle(page, "/records/BUG-20/")
+    original_link = page.locator("dt", has_text="Duplicate of").locator("xpath=following-sibling::dd[1]//a")
+    expect(original_link).to_have_text(re.compile(r"^BUG-12 "))
+    original_link.click()
+    expect(page).to_have_url(re.compile(r"/records/BUG-12/$"))
+    duplicates = page.get_by_role("region", name=re.compile(r"^Duplicates"))
+    expect(duplicates.get_by_role("link")).to_have_text([re.compile(r"^BUG-20 ")])
+
+
 def test_the_policy_leaves_swagger_ui_working(page, db):
     settle(page, "/api/docs")
     expect(page.locator(".opblock-summary-path", has_text="/api/search").first).to_be_visible()

@@ -72,7 +72,8 @@ def record(request, key):
     return render(request, "ui/record.html", context)
 
 
-ONE_RECORD = ("product", "feature", "test")  # relations that name one record: shown among the details
+# Relations that name one record: shown among the details ("Duplicate of BUG-12").
+ONE_RECORD = ("product", "feature", "test", "duplicate_of")
 
 
 def split_related(related: dict) -> dict:
@@ -81,6 +82,8 @@ def split_related(related: dict) -> dict:
     lists = {name: rel for name, rel in related.items() if name not in ONE_RECORD}
     if "bugs" in lists:
         lists.pop("open_bugs", None)  # the bug list shows each status already
+    if "duplicates" in lists and not lists["duplicates"]["total"]:
+        lists.pop("duplicates")  # most bugs have none: an empty section would only say so
     return {"links": links, "lists": lists}
 
 
