@@ -71,9 +71,7 @@ def main() -> None:
     parts = defaultdict(list)
     duplicates._keyword_arm = timed(parts, "keyword arm", duplicates._keyword_arm)
     duplicates.semantic.for_query = timed(parts, "semantic arm", semantic.for_query)
-    duplicates.statistics.document_frequencies = timed(
-        parts, "statistics", corpus_statistics.document_frequencies
-    )
+    duplicates.statistics.document_frequencies = timed(parts, "statistics", corpus_statistics.document_frequencies)
     duplicates._page_rows = timed(parts, "page (why)", duplicates._page_rows)
 
     kinds = {

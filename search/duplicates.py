@@ -235,7 +235,7 @@ def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
     with db.cursor() as cursor:
         cursor.execute(
             """
-            SELECT d.id, d.record_id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, NULL,
+            SELECT d.id, d.record_id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, m.key,
                    ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
                    ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
                          WHERE ts_filter(d.search_vector, '{a}') @@ t::tsquery),
@@ -244,6 +244,8 @@ def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
             FROM search_document d
             LEFT JOIN backlog_product p ON p.id = d.product_id
             LEFT JOIN backlog_feature f ON f.id = d.feature_id
+            LEFT JOIN backlog_bug b ON d.kind = 'bug' AND b.id = d.record_id
+            LEFT JOIN backlog_bug m ON m.id = b.duplicate_of_id
             WHERE d.id = ANY(%(ids)s)
             """,
             {"ids": ids, "terms": terms, "vector": literal, "model": active_model_id()},

@@ -197,3 +197,15 @@ def test_the_example_of_docs_api_md_works(embedded):
     response = api.post("/api/bugs/check-duplicates", json.loads(body), format="json")
 
     assert response.status_code == 200 and keys(response.json())[0] == "BUG-1"
+
+
+def test_a_candidate_linked_as_a_duplicate_names_its_original(embedded):
+    from backlog.models import Bug
+
+    Bug.objects.filter(key="BUG-5").update(duplicate_of=Bug.objects.get(key="BUG-4"), status="duplicate")
+
+    body = check(title="Exported invoice shows wrong tax amount", limit=3)
+
+    by_key = {hit["key"]: hit for hit in body["results"]}
+    assert by_key["BUG-5"]["duplicate_of"] == "BUG-4"
+    assert "duplicate_of" not in by_key["BUG-4"]

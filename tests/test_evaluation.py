@@ -11,6 +11,8 @@ import io
 import json
 import math
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -392,3 +394,45 @@ def test_the_engine_ranking_pages_on_until_enough_keys_survive_the_exclusions(mo
     assert ranking.fallbacks == {}
     with pytest.raises(QueryFailed, match="2 to 500 characters"):
         ranking(Query("short", "x"), "keyword")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_search_eval_from_links_judges_search_on_the_databases_own_duplicate_links():
+    records = [
+        *RECORDS,
+        {"kind": "product", "key": "PRD-2", "name": "Ledgerly"},
+        {"kind": "bug", "key": "BUG-5", "product": "PRD-1", "title": "Renew button ignored on Android 14",
+         "duplicate_of": "BUG-1"},
+        {"kind": "bug", "key": "BUG-6", "product": "PRD-1", "title": "Android 14: tapping Renew does nothing",
+         "duplicate_of": "BUG-5"},
+        {"kind": "bug", "key": "BUG-7", "product": "PRD-2", "title": "Invoice total wrong"},
+        {"kind": "bug", "key": "BUG-8", "product": "PRD-2", "title": "Invoice totals are wrong",
+         "duplicate_of": "BUG-7"},
+    ]  # fmt: skip
+    from backlog.services import import_records
+
+    assert import_records(jsonl(*records).splitlines()).written
+    stdout, out = io.StringIO(), Path(tempfile.mkdtemp()) / "links.json"
+
+    call_command("search_eval", "--from-links", "--modes", "keyword", "--json", str(out), stdout=stdout)
+    tramline = io.StringIO()
+    call_command("search_eval", "--from-links", "--product", "PRD-2", "--modes", "keyword", stdout=tramline)
+
+    result = json.loads(out.read_text())
+    # BUG-5, BUG-6 (a chain to BUG-1) and BUG-8 are queries; each one's cluster is relevant.
+    assert result["meta"]["queries"] == 3 and result["duplicates"]["meta"]["scored"] == 3
+    assert result["modes"]["keyword"]["recall@100"] == 1.0
+    assert "duplicate links: queries scored: 3" in stdout.getvalue()
+    assert "Duplicate finding: 3 queries" in stdout.getvalue()
+    assert "duplicate links of PRD-2: queries scored: 1" in tramline.getvalue()
+
+
+def test_search_eval_from_links_says_what_is_missing(db):
+    with pytest.raises(CommandError, match="no bug is linked as a duplicate"):
+        call_command("search_eval", "--from-links")
+    with pytest.raises(CommandError, match="--product NOPE: no such product"):
+        call_command("search_eval", "--from-links", "--product", "NOPE")
+    with pytest.raises(CommandError, match="not both"):
+        call_command("search_eval", "somewhere", "--from-links")
+    with pytest.raises(CommandError, match="--product goes with --from-links"):
+        call_command("search_eval", "somewhere", "--product", "PRD-1")

@@ -88,8 +88,15 @@ def report_bug(request):
         action = "duplicate" if request.POST.get("duplicate_of") else request.POST.get("action", "")
         if action in ("file", "duplicate") and form.is_valid():
             original = request.POST.get("duplicate_of") if action == "duplicate" else None
-            if original and not _visible_bug(original, request.user):
+            found = _visible_bug(original, request.user) if original else None
+            product = form.cleaned_data["product"]
+            if original and not found:
                 form.add_error(None, f"{original} is not a bug you can see; choose another or file it as new.")
+            elif found and found.product_id != product.id:
+                form.add_error(
+                    "product",
+                    f"{original} is a bug of {found.product.key}: choose that product to file a duplicate of it.",
+                )
             else:
                 bug = _file(form.cleaned_data, request.user, original)
                 if original:

@@ -1,10 +1,13 @@
 """`manage.py search_eval DIR`: ranking quality on a judged query set.
+`manage.py search_eval --from-links`: on this database's own duplicate links.
 
 The set's records go into a database of the command's own (search_eval_<pid>
 unless --database-name says otherwise), created empty and migrated by
 Django's test-database machinery as bench/import_bench.py does, and dropped
 at the end unless --keep-db: the user's data is never read or changed, and
-two runs at the same time do not meet. The metrics and the runner are in
+two runs at the same time do not meet. --from-links reads the database in
+use as it is, and writes nothing: its linked bugs are the queries
+(search.evaluation.judged_set_from_links). The metrics and the runner are in
 search/evaluation.py.
 """
 
@@ -22,6 +25,7 @@ from django.test.utils import setup_databases, teardown_databases
 from pydantic import ValidationError
 
 from backlog.management.commands._progress import progress_bars
+from backlog.models import Product
 from backlog.services import import_records
 from search import db
 from search.contract import SearchError, SearchRequest, SimilarRequest
@@ -37,6 +41,7 @@ from search.evaluation import (
     QueryFailed,
     Report,
     evaluate,
+    judged_set_from_links,
     load_judged_set,
 )
 from search.scope import build_scope, leaving_out
@@ -57,7 +62,20 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "folder", metavar="DIR", help="a judged set folder: records.jsonl, queries.jsonl, qrels.tsv"
+            "folder", metavar="DIR", nargs="?", help="a judged set folder: records.jsonl, queries.jsonl, qrels.tsv"
+        )
+        parser.add_argument(
+            "--from-links",
+            action="store_true",
+            help="instead of DIR: judge search on this database's own duplicate links (each linked bug's title "
+            "a query, the rest of its cluster relevant), read-only; implies --duplicates",
+        )
+        parser.add_argument(
+            "--product",
+            dest="products",
+            action="append",
+            metavar="KEY",
+            help="with --from-links: only the links of this product, searched within it (repeatable)",
         )
         parser.add_argument("--modes", type=mode_list, default=list(MODES), help="comma-separated, default: all three")
         parser.add_argument("--json", dest="json_file", help="also write the metrics to this file")
@@ -78,14 +96,62 @@ class Command(BaseCommand):
         parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
-    def handle(self, folder, modes, json_file, limit_queries, keep_db, database_name, progress, duplicates, **options):
-        try:
-            judged_set = load_judged_set(folder)
-        except JudgedSetError as exc:
-            raise CommandError(str(exc)) from None
+    def handle(self, folder, modes, json_file, limit_queries, progress, duplicates, from_links, products, **options):
+        if bool(folder) == from_links:
+            raise CommandError("give a judged set folder (DIR) or --from-links, not both and not neither")
+        if products and not from_links:
+            raise CommandError("--product goes with --from-links (a judged set's folder holds its own records)")
+        bars = progress_bars(progress)
+        if from_links:
+            report, duplicate_report, ranking = self.from_links(modes, products, limit_queries, bars)
+        else:
+            try:
+                judged_set = load_judged_set(folder)
+            except JudgedSetError as exc:
+                raise CommandError(str(exc)) from None
+            if limit_queries:
+                judged_set = judged_set.first(limit_queries)
+            report, duplicate_report, ranking = self.in_fresh_database(judged_set, modes, duplicates, bars, **options)
+        self.stdout.write(format_report(report))
+        if duplicate_report:
+            self.stdout.write("\n" + format_duplicate_report(duplicate_report))
+        for mode, run in report.runs.items():
+            if run.failures:
+                listed = "; ".join(f"{qid}: {why}" for qid, why in list(run.failures.items())[:PROBLEMS_SHOWN])
+                self.stderr.write(f"{mode}: queries failed, scored as empty results: {len(run.failures)} ({listed})")
+            if fallbacks := ranking.fallbacks.get(mode):
+                self.stderr.write(f"{mode}: queries answered in another mode (missing embeddings?): {fallbacks}")
+        if json_file:
+            data = report.to_json()
+            if duplicate_report:
+                data["duplicates"] = duplicate_report.to_json()
+            Path(json_file).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+    def from_links(self, modes, products, limit_queries, bars):
+        """This database, read as it is: its duplicate links are the judgments."""
+        if products:
+            known = set(Product.objects.filter(key__in=products).values_list("key", flat=True))
+            if missing := [key for key in products if key not in known]:
+                raise CommandError(f"--product {missing[0]}: no such product; the keys are like PRD-1")
+        judged_set = judged_set_from_links(products)
+        if not judged_set.queries:
+            where = f" in {', '.join(products)}" if products else ""
+            raise CommandError(
+                f"no bug is linked as a duplicate{where}: link some (duplicate_of, in the admin, the staff UI's "
+                "report form or an import) and run this again"
+            )
         if limit_queries:
             judged_set = judged_set.first(limit_queries)
-        bars = progress_bars(progress)
+        ranking = EngineRanking(products)
+        try:
+            report = evaluate(judged_set, ranking, modes, progress=bars)
+            duplicate_report = evaluate_duplicates(judged_set, bars, products)
+        except JudgedSetError as exc:
+            raise CommandError(str(exc)) from None
+        return report, duplicate_report, ranking
+
+    def in_fresh_database(self, judged_set, modes, duplicates, bars, keep_db, database_name, **options):
+        """The set's records in a database of the command's own, embedded and analyzed."""
         ranking = EngineRanking()
         database_name = database_name or f"{DATABASE_PREFIX}_{os.getpid()}"
 
@@ -108,23 +174,9 @@ class Command(BaseCommand):
                 duplicate_report = evaluate_duplicates(judged_set, bars) if duplicates else None
             except JudgedSetError as exc:
                 raise CommandError(str(exc)) from None
-
         if keep_db:
             self.stderr.write(f"The evaluation database {database_name} was kept.")
-        self.stdout.write(format_report(report))
-        if duplicate_report:
-            self.stdout.write("\n" + format_duplicate_report(duplicate_report))
-        for mode, run in report.runs.items():
-            if run.failures:
-                listed = "; ".join(f"{qid}: {why}" for qid, why in list(run.failures.items())[:PROBLEMS_SHOWN])
-                self.stderr.write(f"{mode}: queries failed, scored as empty results: {len(run.failures)} ({listed})")
-            if fallbacks := ranking.fallbacks.get(mode):
-                self.stderr.write(f"{mode}: queries answered in another mode (missing embeddings?): {fallbacks}")
-        if json_file:
-            data = report.to_json()
-            if duplicate_report:
-                data["duplicates"] = duplicate_report.to_json()
-            Path(json_file).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        return report, duplicate_report, ranking
 
 
 def format_report(report: Report) -> str:
@@ -143,7 +195,7 @@ def format_report(report: Report) -> str:
     return "\n".join([*lines, "", FORMULAS, "median ms: time per query, every page included."])
 
 
-def evaluate_duplicates(judged_set, progress) -> Report:
+def evaluate_duplicates(judged_set, progress, products: list[str] | None = None) -> Report:
     """check_duplicates and search on the set's duplicate-finding queries (DUPLICATE_TYPES)."""
     chosen = [
         query
@@ -156,7 +208,7 @@ def evaluate_duplicates(judged_set, progress) -> Report:
             "in query_types.tsv"
         )
     subset = replace(judged_set, queries=chosen)
-    return evaluate(subset, DuplicateRanking(), DUPLICATE_RUNS, progress=progress, metrics=DUPLICATE_METRICS)
+    return evaluate(subset, DuplicateRanking(products), DUPLICATE_RUNS, progress=progress, metrics=DUPLICATE_METRICS)
 
 
 def format_duplicate_report(report: Report) -> str:
@@ -221,14 +273,15 @@ class EngineRanking:
     """`rank(query, mode)` for evaluate(), over search() and similar(): follows
     next_cursor until DEPTH keys are left after the query's exclusions."""
 
-    def __init__(self):
+    def __init__(self, products: list[str] | None = None):
         self.fallbacks: dict[str, int] = {}  # mode -> queries answered in another mode
+        self.products = products  # only records of these products (search_eval --from-links --product)
 
     def __call__(self, query: Query, mode: str) -> list[str]:
         keys, cursor, fell_back = [], None, False
         while True:
             try:
-                response = self.page(query, mode, cursor)
+                response = self.page(query, mode, cursor, self.products)
             except ValidationError as exc:  # the request itself, e.g. a query under 2 characters
                 raise QueryFailed("; ".join(error["msg"] for error in exc.errors())) from exc
             except SearchError as exc:
@@ -243,13 +296,16 @@ class EngineRanking:
         return keys
 
     @staticmethod
-    def page(query: Query, mode: str, cursor: str | None):
+    def page(query: Query, mode: str, cursor: str | None, products: list[str] | None = None):
         if query.similar_to is not None:
             request = SimilarRequest(
                 key=query.similar_to, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor
             )
             return similar(request)
-        return search(SearchRequest(query=query.text, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor))
+        request = SearchRequest(
+            query=query.text, mode=mode, entities=query.entities, products=products, limit=DEPTH, cursor=cursor
+        )
+        return search(request)
 
 
 class DuplicateRanking:
@@ -264,22 +320,24 @@ class DuplicateRanking:
     check_duplicates with the title alone; `check:title+text` with the
     title and that report's text."""
 
+    def __init__(self, products: list[str] | None = None):
+        self.products = products
+
     def __call__(self, query: Query, run: str) -> list[str]:
         if run == "search:in-corpus":
-            return EngineRanking()(query, "hybrid")
+            return EngineRanking(self.products)(query, "hybrid")
         with leaving_out(query.exclude):
             if run == "search":
-                return EngineRanking()(query, "hybrid")
+                return EngineRanking(self.products)(query, "hybrid")
             return self.check(query, with_text=run == "check:title+text")
 
-    @staticmethod
-    def check(query: Query, with_text: bool) -> list[str]:
+    def check(self, query: Query, with_text: bool) -> list[str]:
         title, body = query.text, ""
         if with_text and len(query.exclude) == 1:
             with db.cursor() as cursor:
                 cursor.execute("SELECT title, body FROM search_document WHERE key = %s", list(query.exclude))
                 title, body = cursor.fetchone() or (title, "")
-        scope = build_scope(SimpleNamespace(entities=query.entities or ["bug"]), None)
+        scope = build_scope(SimpleNamespace(entities=query.entities or ["bug"], products=self.products), None)
         try:
             # The report's own words are counted in the statistics: a word only it
             # has (df 1) would find nothing, as similar() reasons.
