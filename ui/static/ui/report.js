@@ -31,7 +31,8 @@
       panel.setAttribute("aria-busy", "true");
       let fresh = null;
       try {
-        const response = await fetch(form.action, {
+        // getAttribute: form.action would be the buttons named "action".
+        const response = await fetch(form.getAttribute("action"), {
           method: "POST",
           body: new FormData(form),
           headers: { "X-UI-Fragment": "duplicates" },
