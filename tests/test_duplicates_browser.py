@@ -26,12 +26,12 @@ def reporter(page, alice, corpus, live_server):  # noqa: F811
     return page
 
 
-def panel_keys(page) -> list[str]:
-    return page.locator("#duplicates-panel .duplicate").evaluate_all("items => items.map(item => item.dataset.key)")
+def panel_keys(tab) -> list[str]:
+    return tab.locator("#duplicates-panel .duplicate").evaluate_all("items => items.map(item => item.dataset.key)")
 
 
 def test_the_report_form_lists_likely_duplicates_as_the_title_is_typed_and_links_by_keyboard(reporter):
-    page = reporter
+    page = reporter  # noqa: F811
     page.goto("/search/")
     page.get_by_role("link", name="Report a bug").click()
     expect(page.get_by_role("heading", name="Report a bug")).to_be_visible()
