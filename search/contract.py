@@ -122,8 +122,8 @@ class SearchRequest(BaseModel):
     )
     match_mode: MatchMode = Field(
         "simple",
-        description='simple (default): web-search syntax ("exact phrase", or, -exclude), prefix match on the last '
-        "word, typo tolerance; raw: PostgreSQL tsquery syntax (renew & (android | ios))",
+        description='simple (default): "phrase", or, -word, fields (kind:bug status:open severity:high product:KEY '
+        "created:>2025-01-31 updated:<7d); raw: tsquery (renew & !ios)",
     )
     entities: list[Kind] | None = Field(None, description="only these kinds of record")
     products: list[KeyFilter] | None = Field(None, description="only records of these product keys")

@@ -29,6 +29,7 @@ token out of the query.
 """
 
 import re
+from calendar import monthrange
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -148,7 +149,12 @@ def read(query: str, match_mode: str, products: tuple[int, ...] | None, now: dat
         if name in ("created", "updated"):
             if exclude:
                 raise _refused(token, f"a date cannot be excluded; turn it round ({name}:< for {name}:>)")
-            filters += _dates(token, name, values, now)
+            if len(values) > 1:
+                raise _refused(token, f"give one date or a range ({name}:2025-01-01..2025-03-31), not a list")
+            try:
+                filters += _dates(token, name, values[0], now)
+            except OverflowError:
+                raise _refused(token, f"the date is out of range; {DATE_HELP}") from None
         else:
             param = FIELDS[name]
             filters.append(
@@ -219,18 +225,18 @@ def _unknown(kind: str, value: str, products) -> str:
 # -- dates -----------------------------------------------------------------------------------
 
 
-def _dates(token: str, name: str, values: list[str], now: datetime) -> list[QueryFilter]:
+def _dates(token: str, name: str, value: str, now: datetime) -> list[QueryFilter]:
+    """The created_/updated_ after and before that one date, comparison, range or age sets."""
     after, before = [], []
-    for value in values:
-        if ".." in value:
-            start, _, end = value.partition("..")
-            low = _bounds(token, start, now)[0] if start not in ("", "*") else None
-            high = _bounds(token, end, now)[1] if end not in ("", "*") else None
-            if low and high and low > high:
-                raise _refused(token, f"the range starts after it ends; {DATE_HELP}")
-            after += [low] if low else []
-            before += [high] if high else []
-            continue
+    if ".." in value:
+        start, _, end = value.partition("..")
+        low = _bounds(token, start, now)[0] if start not in ("", "*") else None
+        high = _bounds(token, end, now)[1] if end not in ("", "*") else None
+        if low and high and low > high:
+            raise _refused(token, f"the range starts after it ends; {DATE_HELP}")
+        after += [low] if low else []
+        before += [high] if high else []
+    else:
         operator, text = _COMPARISON.match(value).groups()
         start, end, age = _bounds(token, text, now)
         if age:  # an age compares how old: <7d is newer than 7 days ago
@@ -265,14 +271,13 @@ def _bounds(token: str, text: str, now: datetime) -> tuple[datetime, datetime, b
     try:
         if re.fullmatch(r"\d{4}", text):
             start = datetime(int(text), 1, 1, tzinfo=UTC)
-            return start, start.replace(year=start.year + 1) - timedelta(microseconds=1), False
+            return start, _last_instant(start.replace(month=12, day=31)), False
         if re.fullmatch(r"\d{4}-\d{2}", text):
             start = datetime.strptime(text, "%Y-%m").replace(tzinfo=UTC)
-            following = (start + timedelta(days=32)).replace(day=1)
-            return start, following - timedelta(microseconds=1), False
+            return start, _last_instant(start.replace(day=monthrange(start.year, start.month)[1])), False
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
             start = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
-            return start, start + timedelta(days=1) - timedelta(microseconds=1), False
+            return start, _last_instant(start), False
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}T[0-9:.]+(Z|[+-]\d{2}:?\d{2})?", text, re.IGNORECASE):
             instant = datetime.fromisoformat(text.upper())
             instant = (instant if instant.tzinfo else instant.replace(tzinfo=UTC)).astimezone(UTC)
@@ -280,6 +285,10 @@ def _bounds(token: str, text: str, now: datetime) -> tuple[datetime, datetime, b
     except (ValueError, OverflowError):
         pass
     raise _refused(token, f'"{text}" is not a date; {DATE_HELP}')
+
+
+def _last_instant(day: datetime) -> datetime:
+    return day.replace(hour=23, minute=59, second=59, microsecond=999999)
 
 
 def _iso(time: datetime) -> str:

@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import Group
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from backlog.models import Product
 from backlog.services import import_records
@@ -93,6 +96,11 @@ def test_raw_mode_reads_no_fields():
         ("created:2025-02-30", 'query: created:2025-02-30: "2025-02-30" is not a date'),
         ("updated:7x", 'query: updated:7x: "7x" is not a date'),
         ("created:2025-03..2025-01", "query: created:2025-03..2025-01: the range starts after it ends"),
+        ("created:2025-01,2025-02", "query: created:2025-01,2025-02: give one date or a range"),
+        ("created:>9999-12-31", "query: created:>9999-12-31: the date is out of range"),
+        ("created:<0001-01-01", "query: created:<0001-01-01: the date is out of range"),
+        ("updated:<99999y", 'query: updated:<99999y: "99999y" reaches back before year 1'),
+        ("created:2025-01-01T10:00+25:00", 'query: created:2025-01-01T10:00+25:00: "2025-01-01T10:00+25:00" is'),
     ],
 )
 def test_a_value_a_field_cannot_take_is_refused_naming_the_values_it_can(query, message):
@@ -287,3 +295,26 @@ def test_a_product_no_one_can_see_is_not_named_nor_found(erin):
     with pytest.raises(SearchError, match="no feature you can see has the key or name"):
         keys("feature:FEAT-2", erin)
     assert set(keys("kind:bug", erin)) == {"BUG-1", "BUG-2", "BUG-3", "BUG-6"}
+
+
+FIELD_NAMES = st.sampled_from(["kind", "status", "severity", "created", "updated", "Kind", "foo", ""])
+VALUES = st.one_of(
+    st.text(max_size=12),
+    st.from_regex(r"[<>]?=?(\d{1,6}[hdwmyx]?|\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}(:\d{2})?([+-]\d{2}:\d{2}|Z)?)?)?)?)"),
+    st.sampled_from(["open,", ",", '"', '""', "..", "*..*", "bug,tests", "2025..7d", "-", "high,,low"]),
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), FIELD_NAMES, VALUES), max_size=4), st.text(max_size=20))
+def test_any_text_is_read_or_refused_with_a_message(fields, text):
+    query = " ".join([text, *(f"{'-' if negated else ''}{name}:{value}" for negated, name, value in fields)])
+    try:
+        fielded = read(query, "simple", None, now=NOW)
+    except SearchError as refused:
+        assert str(refused).startswith("query: ") and str(refused).endswith(".")
+        return
+    for item in fielded.filters:
+        assert item.token in query and item.values
+        for value in item.values if item.param.startswith(("created", "updated")) else []:
+            datetime.fromisoformat(value)
