@@ -214,6 +214,7 @@ def test_fields_narrow_what_the_words_find(backlog):
     assert set(keys("renewal kind:bug")) == {"BUG-1", "BUG-2", "BUG-3", "BUG-5"}
     assert set(keys("renewal severity:critical,high")) == {"BUG-1", "BUG-3"}
     assert set(keys("renewal -severity:critical kind:bug")) == {"BUG-1", "BUG-2", "BUG-5"}
+    assert {"FEAT-1", "TEST-1"} <= set(keys("renewal -severity:critical"))  # no severity: not excluded
     assert set(keys("renewal status:open status:accepted")) == {"BUG-1", "BUG-3", "BUG-5"}
     assert set(keys("renewal -status:fixed kind:bug")) == {"BUG-1", "BUG-3", "BUG-5"}
     assert set(keys("renewal created:>=2026-01-07 created:<2026-01-09")) == {"BUG-3"}
