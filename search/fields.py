@@ -160,7 +160,8 @@ def read(query: str, match_mode: str, products: tuple[int, ...] | None, now: dat
             filters.append(
                 QueryFilter(token=token, param=param, values=_values(token, name, values, products), exclude=exclude)
             )
-    return Fielded(" ".join(words), filters)
+    # Without fields the query stays exactly as sent.
+    return Fielded(" ".join(words), filters) if filters else Fielded(query)
 
 
 def _refused(token: str, why: str) -> SearchError:
