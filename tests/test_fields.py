@@ -319,3 +319,13 @@ def test_any_text_is_read_or_refused_with_a_message(fields, text):
         assert item.token in query and item.values
         for value in item.values if item.param.startswith(("created", "updated")) else []:
             datetime.fromisoformat(value)
+
+
+def test_the_schemas_publish_the_echo(client):
+    from search.contract import json_schema
+
+    response = json_schema()["SearchResponse"]
+    assert set(response["$defs"]["QueryFilter"]["properties"]) == {"token", "param", "values", "exclude"}
+    openapi = client.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    components = openapi["components"]["schemas"]
+    assert "filters" in components["SearchResponse"]["properties"] and "QueryFilter" in components
