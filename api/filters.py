@@ -19,10 +19,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.filters import OrderingFilter
 
 from backlog.models import Bug, BugStatus, Feature, Product, QATest, Severity, TestStatus
-from backlog.text import in_utc
+from backlog.text import in_utc, one_of
 from search.contract import LIMIT_DEFAULT, LIMIT_MAX
-
-from .serializers import one_of
 
 
 class CharInFilter(filters.BaseInFilter, filters.CharFilter):

@@ -17,7 +17,7 @@ from rest_framework.validators import UniqueValidator
 
 from backlog import access, interchange
 from backlog.models import DERIVED_FIELDS, Bug, Feature, Product, QATest
-from backlog.text import no_nul
+from backlog.text import no_nul, one_of
 
 TEXT = {"max_length": interchange.MAX_TEXT_CHARS}
 TIMES = ["created_at", "updated_at"]
@@ -54,12 +54,6 @@ def relation(model, **options) -> KeyRelatedField:
         },
         **options,
     )
-
-
-def one_of(choices) -> str:
-    """'a', 'b' or 'c': the values a field takes, as search's errors name them."""
-    values = [repr(str(value)) for value in choices]
-    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else "".join(values)
 
 
 class ChoiceField(serializers.ChoiceField):

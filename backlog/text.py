@@ -20,6 +20,12 @@ def no_nul(value: str) -> str:
 NulFreeStr = Annotated[str, AfterValidator(no_nul)]
 
 
+def one_of(choices) -> str:
+    """'a', 'b' or 'c': the values a field takes, as every refusal of a value names them."""
+    values = [repr(str(value)) for value in choices]
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else "".join(values)
+
+
 def in_utc(value: datetime) -> datetime:
     """An aware time as UTC; a naive one is taken as UTC. ISO 8601 allows
     offsets up to ±23:59 and PostgreSQL only up to ±15:59, so every time

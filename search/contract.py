@@ -42,6 +42,10 @@ def _omitted_when_null(value) -> bool:
     return value is None
 
 
+def _not(value) -> bool:
+    return not value
+
+
 def error_body(code: str, message: str, **extra) -> dict:
     """The one error shape of every surface: `{"error": {"code", "message", ...}}`."""
     return {"error": {"code": code, "message": message, **extra}}
@@ -118,8 +122,8 @@ class SearchRequest(BaseModel):
     )
     match_mode: MatchMode = Field(
         "simple",
-        description='simple (default): web-search syntax ("exact phrase", or, -exclude), prefix match on the last '
-        "word, typo tolerance; raw: PostgreSQL tsquery syntax (renew & (android | ios))",
+        description='simple (default): "phrase", or, -word, fields (kind:bug status:open severity:high product:KEY '
+        "created:>2025-01-31 updated:<7d); raw: tsquery (renew & !ios)",
     )
     entities: list[Kind] | None = Field(None, description="only these kinds of record")
     products: list[KeyFilter] | None = Field(None, description="only records of these product keys")
@@ -233,6 +237,18 @@ class IndexHealth(BaseModel):
     worker: WorkerHealth | None = Field(None, description="the embedding worker; null when none is supervised")
 
 
+class QueryFilter(BaseModel):
+    """A field of a `simple` query (severity:critical) read as a filter (docs/search-syntax.md)."""
+
+    token: str = Field(description="the field as typed; the query without it drops the filter")
+    param: str = Field(
+        description="the parameter it narrows: entities, products, status, severity, feature, created_after, "
+        "created_before, updated_after or updated_before"
+    )
+    values: list[str] = Field(description="any of these (keys for products and features; UTC times for dates)")
+    exclude: bool = Field(False, description="-field:value: records with these values are left out", exclude_if=_not)
+
+
 class SearchResponse(BaseModel):
     query: str
     mode: Mode = Field(description="the mode actually used (hybrid falls back to keyword without embeddings)")
@@ -244,6 +260,11 @@ class SearchResponse(BaseModel):
     results: list[Hit]
     next_cursor: str | None = None
     index: IndexHealth
+    filters: list[QueryFilter] | None = Field(
+        None,
+        description="the fields read from a simple query, on top of the filter parameters; left out when none",
+        exclude_if=_omitted_when_null,
+    )
     degraded: dict[str, str] | None = Field(
         None,
         description="set when part of the search could not run, by part (semantic): why; the results are "

@@ -17,7 +17,21 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from . import cursors, db, duplicates, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
+from . import (
+    browse,
+    cursors,
+    db,
+    duplicates,
+    facets,
+    fields,
+    fusion,
+    keyword,
+    rerank,
+    semantic,
+    snippets,
+    statistics,
+    typos,
+)
 from .contract import (
     Hit,
     NotFound,
@@ -54,6 +68,7 @@ class Found:
     listed: bool = False
     feedback: ArmResult | None = None  # hybrid's second semantic pass
     degraded: dict[str, str] | None = None  # SearchResponse.degraded
+    filters: list | None = None  # SearchResponse.filters: the query's fields (search.fields)
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -61,11 +76,16 @@ class Found:
 
 def search(request: SearchRequest, user=None) -> SearchResponse:
     scope = build_scope(request, user)
+    # In simple mode, `severity:critical`-like fields narrow the scope; the words left are the query.
+    fielded = fields.read(request.query, request.match_mode, scope.products)
+    scope, text = fielded.narrowed(scope), fielded.text
     try:
-        parsed = parse(request.query, request.match_mode)
+        parsed = parse(text, request.match_mode)
     except QuerySyntaxError as exc:
         raise SearchError(f"query: {exc}") from exc
     health = index_health(scope.products)
+    if fielded.filters and not parsed.terms:
+        return _listing(request, fielded, parsed, scope, health)
     mode, degraded = request.mode, None
     if mode != "keyword" and health.embedded == 0:
         why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
@@ -73,18 +93,18 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
     depth = settings.SEARCH_ARM_DEPTH
-    key_match = _key_lookup(request.query, scope)
+    key_match = _key_lookup(text, scope)
     keyword_result, corrected, weights = None, None, fusion.Weights()
     if mode in ("hybrid", "keyword"):
         keyword_result, parsed, corrected, stats = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
         if mode == "hybrid":
-            weights = fusion.weights(request.query, keyword.coverage(keyword_result, parsed, stats))
+            weights = fusion.weights(text, keyword.coverage(keyword_result, parsed, stats))
     semantic_depth = depth if mode == "semantic" else min(depth, settings.SEARCH_SEMANTIC_DEPTH)
     semantic_result = None
     if mode in ("hybrid", "semantic"):
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
         try:
-            semantic_result = semantic.for_query(corrected or request.query, scope, semantic_depth, keyword_result)
+            semantic_result = semantic.for_query(corrected or text, scope, semantic_depth, keyword_result)
         except EmbeddingError as exc:
             if mode == "semantic":
                 raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc
@@ -103,9 +123,9 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
     if key_match is not None and key_match not in candidates:
         candidates[key_match] = fusion.Candidate(key_match)
     hybrid = bool(keyword_result and semantic_result)
-    fusion.boost(candidates, request.query, key_match, hybrid=hybrid, feedback=again is not None)
+    fusion.boost(candidates, text, key_match, hybrid=hybrid, feedback=again is not None)
     if request.sort == "relevant":
-        rerank.apply(candidates, corrected or request.query, pinned=key_match)
+        rerank.apply(candidates, corrected or text, pinned=key_match)
     highlight = (keyword_result.query if keyword_result else "") or parsed.any_of()
     found = Found(
         request.query,
@@ -115,12 +135,34 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         keyword_result,
         semantic_result,
         key_match,
-        corrected,
+        fielded.with_words(corrected) if corrected and fielded.filters else corrected,
         request.sort,
         feedback=again,
         degraded=degraded,
+        filters=fielded.filters,
     )
     return _respond(request, found, health, highlight)
+
+
+def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuery, scope: Scope, health):
+    """A query of fields and no words (`severity:critical -android`): the records the fields keep
+    (less those with an excluded word), newest first, in any mode (search.browse)."""
+    excluded = " | ".join(f"({term.tsquery})" for term in parsed.excluded if term.tsquery)
+    if excluded:
+        scope = scope.narrowed("NOT (d.search_vector @@ %(scope_excluded)s::tsquery)", scope_excluded=excluded)
+    listed = browse.newest(scope, settings.SEARCH_ARM_DEPTH)
+    candidates = fusion.fuse(listed, None)
+    found = Found(
+        request.query,
+        request.mode,
+        request.match_mode,
+        candidates,
+        listed,
+        None,
+        sort=request.sort,
+        filters=fielded.filters,
+    )
+    return _respond(request, found, health, "")
 
 
 def _first_pass_order(candidate: fusion.Candidate) -> tuple:
@@ -272,6 +314,7 @@ def _respond(request: SearchRequest | SimilarRequest, found: Found, health, high
         results=_hits(request, page, start, highlight, found.sort),
         next_cursor=next_cursor,
         index=health,
+        filters=found.filters or None,
         degraded=found.degraded,
     )
 

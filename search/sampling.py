@@ -18,9 +18,12 @@ SAMPLE_GROWTH = 32  # at most this many times more buckets from one try to the n
 TRIES = 4
 
 
-def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int, facets.Counts, bool]:
+def sample_matches(
+    match_query: str, scope: Scope, expected: float, column: str = "search_vector"
+) -> tuple[int, facets.Counts, bool]:
     """(total, facets, exact) of the matches of `match_query` in `scope`, from
-    a sample of about SEARCH_SAMPLE_MATCHES of them.
+    a sample of about SEARCH_SAMPLE_MATCHES of them; `column`: the tsvector
+    it matches (search_markers: the filter tokens, for a listing).
 
     The number of buckets is sized from `expected`, which can be wrong either
     way: a capped count or terms taken as independent can be far below the
@@ -34,7 +37,7 @@ def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int
     buckets = math.ceil(target * SAMPLE_BUCKETS / max(expected, 1))
     for _ in range(TRIES):
         buckets = max(1, min(buckets, SAMPLE_BUCKETS))
-        count, facet_rows = _sample(match_query, scope, buckets, most=4 * target)
+        count, facet_rows = _sample(match_query, scope, buckets, most=4 * target, column=column)
         used = buckets
         if count > 4 * target and used > 1:
             buckets = used // 8
@@ -46,10 +49,10 @@ def sample_matches(match_query: str, scope: Scope, expected: float) -> tuple[int
     return round(count * scale), facets.from_rows(facet_rows, scale), used == SAMPLE_BUCKETS
 
 
-def _sample(match_query: str, scope: Scope, buckets: int, most: int):
+def _sample(match_query: str, scope: Scope, buckets: int, most: int, column: str = "search_vector"):
     """Count and facet the matches in the first `buckets` buckets, reading at
     most `most` + 1 of them (all of one bucket: a sample gets no smaller)."""
-    condition = "d.search_vector @@ %(match)s::tsquery"
+    condition = f"d.{column} @@ %(match)s::tsquery"
     params = {"match": match_query, "most": most + 1}
     if buckets < SAMPLE_BUCKETS:
         condition += " AND d.search_markers @@ %(buckets)s::tsquery"

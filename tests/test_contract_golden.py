@@ -55,6 +55,8 @@ REQUESTS = {
     "search-content": "/api/search?query=vat&mode=keyword&include_content=true",
     "search-typo": "/api/search?query=renwal+spiner&mode=keyword",
     "search-key": "/api/search?query=bug-20&mode=keyword",
+    "search-fields": "/api/search?query=renew+kind:bug,test+-severity:low+created:>=2026-01&mode=keyword&detail=full",
+    "search-fields-only": "/api/search?query=product:%22tramline+mobile%22+kind:bugs&mode=keyword&sort=recent",
     "similar-keyword": "/api/similar/BUG-12?mode=keyword",
     "get-with-related": "/api/records?keys=BUG-12,FEAT-7,NOPE-1",
     "timeline": "/api/timeline/BUG-12",
@@ -62,6 +64,8 @@ REQUESTS = {
     "error-bad-mode": "/api/search?query=renewal&mode=fast",
     "error-bad-cursor": "/api/search?query=renewal&cursor=abc",
     "error-unknown-key": "/api/similar/NOPE-9",
+    "error-field-value": "/api/search?query=renewal+severity:blocker",
+    "error-field-product": "/api/search?query=renewal+product:Tramline",
 }
 
 

@@ -97,6 +97,10 @@ SEARCHES = [
     {"query": "renewal", "sort": "recent"},
     {"query": "renewal", "entities": "bug", "severity": "high,critical", "status": "open"},
     {"query": "android spinner", "match_mode": "all", "detail": "full"},
+    # Fields in the query, and fields alone (a listing, counted and faceted over what Carol sees).
+    {"query": "renewal severity:high,critical kind:bug -status:fixed", "detail": "full"},
+    {"query": "kind:bug status:open"},
+    {"query": "severity:critical,high updated:>=2016-01-01", "sort": "recent"},  # no age: the minute moves
 ]
 REST_CLEAN = [
     *(("GET", "/api/search", params) for params in SEARCHES),
@@ -117,6 +121,10 @@ REST_NAMED = [
     ("GET", "/api/search", {"query": "quokka", "mode": "keyword"}),
     ("GET", "/api/search", {"query": "renewal", "products": "QV-P"}),
     ("GET", "/api/search", {"query": "renewal", "feature": "QV-F1"}),
+    ("GET", "/api/search", {"query": "renewal product:QV-P"}),
+    ("GET", "/api/search", {"query": "product:qv-p kind:bug"}),
+    ("GET", "/api/search", {"query": 'renewal -product:"quokka vault"'}),
+    ("GET", "/api/search", {"query": "renewal feature:QV-F1"}),
     ("GET", "/api/similar/QV-1", {}),
     ("GET", "/api/timeline/QV-1", {}),
     ("GET", "/api/records", {"keys": "QV-1,BUG-12,QV-T1"}),

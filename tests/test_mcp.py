@@ -152,6 +152,9 @@ CASES = [
         {"query": "vat", "mode": "keyword", "include_scores": True, "include_content": True},
     ),
     ("search-a-key", "search", {"query": "BUG-12"}),
+    ("search-fields", "search", {"query": "renewal severity:high,critical status:open kind:bug", "mode": "keyword"}),
+    ("search-fields-only", "search", {"query": 'product:"ledgerly" kind:bug -status:fixed', "sort": "recent"}),
+    ("error-field-value", "search", {"query": "renewal severity:blocker"}),
     ("search-typo", "search", {"query": "renewl", "mode": "keyword"}),
     ("error-bad-enum", "search", {"query": "renewal", "mode": "fuzzy"}),
     ("error-limit-500", "search", {"query": "renewal", "limit": 500}),
@@ -370,8 +373,24 @@ def test_errors_say_what_was_wrong_and_what_to_send(over_stdio):
     assert "send the next_cursor of the previous page" in answers["error-bad-cursor"].text
     assert "unknown parameter 'colour'; the parameters are: query, mode" in answers["error-unknown-parameter"].text
     assert answers["error-similar-unknown-key"].structured["error"]["code"] == "not_found"
+    assert answers["error-field-value"].text == (
+        "query: severity:blocker: \"blocker\" is not one of 'critical', 'high', 'medium' or 'low'."
+    )
     for answer in answers.values():
         assert "Traceback" not in answer.text and "SELECT" not in answer.text
+
+
+def test_fields_in_the_query_filter_and_are_echoed(over_stdio):
+    answers = over_stdio["answers"]
+    fielded, listed = answers["search-fields"].structured, answers["search-fields-only"].structured
+
+    assert {hit["key"] for hit in fielded["results"]} == {"BUG-12", "BUG-13"}
+    assert [hit["key"] for hit in listed["results"]] == ["BUG-21", "BUG-20"]
+    assert listed["filters"] == [
+        {"token": 'product:"ledgerly"', "param": "products", "values": ["PRD-2"]},
+        {"token": "kind:bug", "param": "entities", "values": ["bug"]},
+        {"token": "-status:fixed", "param": "status", "values": ["fixed"], "exclude": True},
+    ]
 
 
 def test_hits_are_concise_by_default(over_stdio):

@@ -211,10 +211,32 @@ def test_the_fragment_is_the_results_region_only(as_alice, corpus):
     assert "X-UI-Fragment" in response["Vary"]
 
 
+def test_fields_of_the_query_are_chips_whose_links_take_them_out(as_alice, corpus):
+    query = 'renewal severity:high,critical product:"tramline mobile" created:>=2026-02'
+    html = as_alice.get("/search/?" + urlencode({"query": query, "mode": "keyword"})).content.decode()
+
+    expected = service.call("search", {"query": query, "mode": "keyword"})
+    assert result_keys(html) == [hit["key"] for hit in expected["results"]] and result_keys(html)
+    chips = re.findall(r'<a class="chip" href="([^"]+)" data-chip-query="([^"]*)"\s+aria-label="([^"]+)"', html)
+    assert [(unescape(label), unescape(without)) for _, without, label in chips] == [
+        ("Remove filter severity:high,critical", 'renewal product:"tramline mobile" created:>=2026-02'),
+        ('Remove filter product:"tramline mobile" PRD-1', "renewal severity:high,critical created:>=2026-02"),
+        (
+            "Remove filter created:>=2026-02 after 2026-02-01 00:00:00 UTC",
+            'renewal severity:high,critical product:"tramline mobile"',
+        ),
+    ]
+    # Without JavaScript the link is the search without the field.
+    first = QueryDict(unescape(chips[0][0]).lstrip("?"))
+    assert (first["query"], first["mode"]) == ('renewal product:"tramline mobile" created:>=2026-02', "keyword")
+    assert 'class="chips"' not in as_alice.get("/search/?query=renewal").content.decode()
+
+
 @pytest.mark.parametrize(
     ("query_string", "status", "message"),
     [
         ("query=r", 400, "query: must be 2 to 500 characters"),
+        ("query=renewal+severity:urgent", 400, "query: severity:urgent: &quot;urgent&quot; is not one of"),
         ("query=renewal&severity=urgent", 400, "severity"),
         ("query=renewal&colour=red", 400, "unknown parameter &#x27;colour&#x27;"),
         ("query=renewal&cursor=not-a-cursor", 400, "cursor"),

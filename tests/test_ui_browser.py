@@ -204,6 +204,40 @@ def test_a_facet_filters_and_the_cursor_pages(as_alice):
     expect(page.locator(".result")).to_have_count(5)
 
 
+def test_fields_typed_in_the_query_are_chips_the_keyboard_removes(as_alice):
+    page = as_alice
+    page.goto("/search/?mode=keyword")
+    page.get_by_label("Search QA knowledge").fill("receipt status:fixed severity:medium,low")
+
+    chip = page.get_by_role("link", name="Remove filter status:fixed")
+    expect(chip).to_be_visible()
+    expect(page.get_by_role("link", name="Remove filter severity:medium,low")).to_be_visible()
+    expected = contract(page)
+    assert [f["token"] for f in expected["filters"]] == ["status:fixed", "severity:medium,low"]
+    assert shown_keys(page) == [hit["key"] for hit in expected["results"]]
+    expect(page.locator(".result .status-fixed")).to_have_count(len(expected["results"]))
+    screenshot(page, "search-chips", full_page=False)
+
+    # From the search box, Tab reaches the chip; Enter takes its field out of the query and searches again.
+    page.get_by_label("Search QA knowledge").focus()
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "Remove filter status:fixed":
+            break
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_label("Search QA knowledge")).to_have_value("receipt severity:medium,low")
+    expect(page.get_by_label("Search QA knowledge")).to_be_focused()
+    expect(page).to_have_url(re.compile(r"query=receipt\+severity%3Amedium%2Clow&mode=keyword$"))
+    expect(page.get_by_role("link", name="Remove filter status:fixed")).to_have_count(0)
+    expect(page.locator(".result .status-open")).not_to_have_count(0)
+    assert shown_keys(page) == [hit["key"] for hit in contract(page)["results"]]
+
+    # A field that cannot be is explained where the results were.
+    page.get_by_label("Search QA knowledge").fill("receipt severity:urgent")
+    expect(page.get_by_role("alert")).to_contain_text('query: severity:urgent: "urgent" is not one of')
+
+
 def test_without_javascript_the_server_renders_the_results(browser, live_server, alice, corpus):
     page = new_page(browser, live_server, java_script_enabled=False)
     log_in(page, alice, live_server)
@@ -412,7 +446,13 @@ def test_the_policy_leaves_swagger_ui_working(page, db):
 
 # -- accessibility --------------------------------------------------------------------------------
 
-PAGES = ["/search/?query=renewal", "/records/BUG-12/", "/records/FEAT-7/", "/dashboard/"]
+PAGES = [
+    "/search/?query=renewal",
+    "/search/?query=renewal+severity%3Ahigh+product%3A%22tramline+mobile%22",
+    "/records/BUG-12/",
+    "/records/FEAT-7/",
+    "/dashboard/",
+]
 
 FOCUSED_CHECKS = """() => {
   const problems = [];
@@ -464,6 +504,7 @@ TEXT_SAMPLES = {
         ".snippet-field",
         ".range",
     ],
+    "/search/?query=renewal+severity%3Ahigh+product%3A%22tramline+mobile%22": [".chip-token", ".chip-detail"],
     "/records/BUG-12/": [".details dt", ".ref-list time", ".raw-data", ".badge.severity-high", ".key"],
     "/records/FEAT-7/": [".badge.status-open", ".badge.severity-low"],
     "/dashboard/": [".big-figure span", ".counts td", ".badge.severity-critical"],

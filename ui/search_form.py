@@ -8,6 +8,7 @@ inputs, so a refined search keeps them. `cursor` is never carried: any
 change starts again at the first page.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from backlog.access import visible
@@ -61,6 +62,38 @@ def facet_groups(params, facets: dict | None, user) -> list[FacetGroup]:
         if group.options:
             groups.append(group)
     return groups
+
+
+@dataclass
+class Chip:
+    """A field the query holds (severity:critical): shown as a filter, removed by taking it out of the query."""
+
+    token: str
+    query: str  # the query without it
+    detail: str  # what it resolved to, when that says more than the token (a product's key, a date)
+
+
+def chips(query: str, filters: list[dict] | None) -> list[Chip]:
+    """One chip a field of the query (the response's `filters`; a date's two bounds make one chip)."""
+    found: dict[str, list[dict]] = {}
+    for item in filters or []:
+        found.setdefault(item["token"], []).append(item)
+    shown = []
+    for token, items in found.items():
+        without = re.sub(rf"(?<!\S){re.escape(token)}(?!\S)", " ", query)
+        shown.append(Chip(token, " ".join(without.split()), _detail(token, items)))
+    return shown
+
+
+def _detail(token: str, items: list[dict]) -> str:
+    parts = []
+    for item in items:
+        values = ", ".join(item["values"])
+        if item["param"].endswith(("_after", "_before")):
+            parts.append(f"{item['param'].split('_')[1]} {values.replace('T', ' ').removesuffix('Z')} UTC")
+        elif not all(value.lower() in token.lower() for value in item["values"]):
+            parts.append(values)
+    return "; ".join(parts)
 
 
 def carried(params) -> list[tuple[str, str]]:

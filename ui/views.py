@@ -17,7 +17,7 @@ from search.service import health as index_health
 
 from . import dashboard as figures
 from .decorators import staff_required
-from .search_form import carried, facet_groups
+from .search_form import carried, chips, facet_groups
 
 FRAGMENTS = {"results": "ui/_results.html", "spotlight": "ui/_spotlight.html"}
 SIMILAR_LIMIT = 10
@@ -42,6 +42,7 @@ def search(request):
         "error": error,
         "facet_groups": facet_groups(request.GET, response and response["facets"], request.user),
         "carried": carried(request.GET),
+        "chips": chips(request.GET.get("query", ""), response and response.get("filters")),
     }
     template = FRAGMENTS.get(request.headers.get("X-UI-Fragment"), "ui/search.html")
     page = render(request, template, context, status=status)

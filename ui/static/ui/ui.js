@@ -81,6 +81,15 @@
     }
 
     input.addEventListener("input", debounce(run, DEBOUNCE_MS));
+    // A filter chip takes its field out of the query: the box shows the query that runs.
+    form.addEventListener("click", function (event) {
+      const chip = event.target.closest("[data-chip-query]");
+      if (!chip || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      event.preventDefault();
+      input.value = chip.dataset.chipQuery;
+      input.focus();
+      run();
+    });
     form.addEventListener("change", function (event) {
       if (event.target !== input) run(); // filters, sort and mode apply at once
     });
