@@ -71,8 +71,7 @@ TOOLS = {
         TimelineResponse,
     ),
     "check_duplicates": (
-        "Before filing a bug: the bugs its draft (title, optional text) likely duplicates, with a confidence "
-        "band and why. Writes nothing.",
+        "Before filing a bug: the bugs its draft likely duplicates, with a confidence band and why.",
         DuplicateCheckResponse,
     ),
 }

@@ -387,7 +387,7 @@ class DuplicateCheckRequest(BaseModel):
     environment: DraftText | None = None
     product: KeyFilter | None = Field(None, description="only bugs of this product key")
     feature: KeyFilter | None = Field(None, description="only bugs of this feature key")
-    mode: Mode = Field("hybrid", description="hybrid (default): words and meaning; keyword; semantic")
+    mode: Mode = "hybrid"
     limit: int = Field(
         DUPLICATES_DEFAULT, ge=1, le=DUPLICATES_MAX, description=f"candidates to return, 1-{DUPLICATES_MAX}"
     )
