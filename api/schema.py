@@ -13,10 +13,12 @@ them in the one shape of `Error` (api/errors.py).
 
 import inspect
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, Field
 
-from search.contract import GetResponse, SearchResponse, TimelineResponse, without_null
+from search.contract import GetResponse, SearchRequest, SearchResponse, TimelineResponse, without_null
+from search.export import FORMATS
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 RESPONSE_MODELS = (SearchResponse, GetResponse, TimelineResponse)
@@ -81,6 +83,26 @@ def operation(request: type[BaseModel], response: type[BaseModel], summary: str,
         description=inspect.cleandoc(request.__doc__ or ""),
         parameters=parameters(request, path),
         responses={200: OpenApiResponse(ref(response))},
+        tags=["search"],
+    )
+
+
+def search_operation():
+    """/api/search: the search, or with `format` the same search as a file (search.export)."""
+    format_parameter = OpenApiParameter(
+        "format",
+        type={"type": "string", "enum": list(FORMATS)},
+        location=OpenApiParameter.QUERY,
+        description="csv or jsonl: the whole ranked list (up to EXPORT_MAX_ROWS records) as a streamed file "
+        "instead of a page of JSON; cursor is refused, the other paging parameters do not apply. "
+        "The X-Export-Rows, X-Export-Total and X-Export-Truncated headers say what it holds (docs/api.md).",
+    )
+    files = {(200, format.media_type.split(";")[0]): OpenApiTypes.STR for format in FORMATS.values()}
+    return extend_schema(
+        summary="Search all records",
+        description=inspect.cleandoc(SearchRequest.__doc__ or ""),
+        parameters=[*parameters(SearchRequest), format_parameter],
+        responses={(200, "application/json"): OpenApiResponse(ref(SearchResponse)), **files},
         tags=["search"],
     )
 

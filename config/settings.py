@@ -293,6 +293,9 @@ SEARCH_WEAK_COVERAGE = envfloat("SEARCH_WEAK_COVERAGE", 0.33)
 SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
 SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
 SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)
+# The most records an export (format=csv or jsonl) holds: the keyword arm ranks
+# this deep for it (search.export); past it the response says X-Export-Truncated.
+EXPORT_MAX_ROWS = envint("EXPORT_MAX_ROWS", 5000)
 SEARCH_SEMANTIC_DEPTH = envint("SEARCH_SEMANTIC_DEPTH", 100)
 SEARCH_HNSW_EF_SEARCH = envint("SEARCH_HNSW_EF_SEARCH", 400)
 SEARCH_EXACT_LIMIT = envint("SEARCH_EXACT_LIMIT", 3000)

@@ -21,6 +21,7 @@ from django.conf import settings
 from . import cursors, db, facets, fusion, keyword, rerank, semantic, snippets, statistics, typos
 from .contract import (
     Hit,
+    IndexHealth,
     NotFound,
     ScoreDetail,
     SearchError,
@@ -63,6 +64,21 @@ class Found:
 
 
 def search(request: SearchRequest, user=None) -> SearchResponse:
+    return _respond(request, *_find(request, user))
+
+
+def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple[list[int], int, bool]:
+    """The whole ranked list of a search (what paging with next_cursor walks
+    through), with the keyword arm `depth` deep instead of SEARCH_ARM_DEPTH:
+    an export wants every match, not the best few hundred. (Document ids,
+    best first; the total the response would say; whether it is exact.)"""
+    found, _, _ = _find(request, user, depth)
+    total, exact, _ = _match_set(found)
+    return [candidate.id for candidate in _ordered(found)], total, exact
+
+
+def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth, str]:
+    """Both arms, fused and boosted: what the search found, the index's health and the query to highlight."""
     scope = build_scope(request, user)
     try:
         parsed = parse(request.query, request.match_mode)
@@ -75,14 +91,19 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         if mode == "semantic":
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
-    depth = settings.SEARCH_ARM_DEPTH
     key_match = _key_lookup(request.query, scope)
     keyword_result, corrected, weights = None, None, fusion.Weights()
     if mode in ("hybrid", "keyword"):
-        keyword_result, parsed, corrected, stats = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
+        keyword_result, parsed, corrected, stats = _keyword_with_typos(
+            parsed, request.match_mode, scope, key_match, depth or settings.SEARCH_ARM_DEPTH
+        )
         if mode == "hybrid":
             weights = fusion.weights(request.query, keyword.coverage(keyword_result, parsed, stats))
-    semantic_depth = depth if mode == "semantic" else min(depth, settings.SEARCH_SEMANTIC_DEPTH)
+    # An export's `depth` is the keyword arm's alone: the semantic arm's neighbours past
+    # its usual depth are only further from the query, not more matches.
+    semantic_depth = settings.SEARCH_ARM_DEPTH
+    if mode != "semantic":
+        semantic_depth = min(semantic_depth, settings.SEARCH_SEMANTIC_DEPTH)
     semantic_result = None
     if mode in ("hybrid", "semantic"):
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
@@ -123,7 +144,7 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         feedback=again,
         degraded=degraded,
     )
-    return _respond(request, found, health, highlight)
+    return found, health, highlight
 
 
 def _first_pass_order(candidate: fusion.Candidate) -> tuple:
@@ -133,12 +154,11 @@ def _first_pass_order(candidate: fusion.Candidate) -> tuple:
     return (-candidate.score, keyword_rank is None, keyword_rank or semantic_rank or 0, candidate.id)
 
 
-def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None):
+def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None, depth: int):
     """The keyword arm, retried with the corrected query when a word matches
     no record, or replaced by the closest titles when the words found fewer
     than SEARCH_RELAX_BELOW records: (the arm, the query it ran, the
     corrected text or None, that query's statistics)."""
-    depth = settings.SEARCH_ARM_DEPTH
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
     typo_possible = result is not None and parsed.raw is None and key_match is None

@@ -9,6 +9,7 @@ app_name = "ui"
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="ui:search"), name="home"),
     path("search/", views.search, name="search"),
+    path("search/export", views.search_export, name="search_export"),
     path("records/<str:key>/", views.record, name="record"),
     path("dashboard/", views.dashboard, name="dashboard"),
     # Browsers, feed readers and link previews ask for /favicon.ico whatever the page says.
