@@ -71,10 +71,11 @@ def format_named(name) -> Format:
 
 
 @dataclass
-class Export:
-    """One export, ranked and ready to stream: `chunks()` reads and writes the records."""
+class Ranked:
+    """A search's whole ranked list, held as ids (search.service.ranked); its
+    rows are read from the index when asked for, a batch at a time, through
+    the access rule again."""
 
-    format: str
     query: str
     ids: list[int]  # search_document ids, best first
     total: int  # the matches the search response would report
@@ -82,11 +83,39 @@ class Export:
     limit: int
     user: object
     alias: str  # the database the search read; the rows are read from it too
-    link: Callable[[str], str] | None = None  # key -> the record's page, for the CSV's url column
 
     @property
     def truncated(self) -> bool:
         return len(self.ids) < self.total
+
+    def documents(self, since: datetime | None = None) -> Iterator[list[tuple[int, dict]]]:
+        """Batches of (rank, index row), in rank order; with `since`, only the
+        records updated (or created) after it."""
+        for start in range(0, len(self.ids), EXPORT_BATCH):
+            chunk = self.ids[start : start + EXPORT_BATCH]
+            with db.reading(self.alias):
+                rows = _documents(chunk, self.user, since)
+            rank = {doc_id: start + offset + 1 for offset, doc_id in enumerate(chunk)}
+            yield [(rank[row["id"]], row) for row in rows]
+
+    def count(self, since: datetime) -> int:
+        """How many of the records were updated (or created) after `since`: one statement."""
+        scope = access_scope(self.user)
+        with db.reading(self.alias), db.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM search_document d "
+                f"WHERE d.id = ANY(%(ids)s) AND d.updated_at > %(since)s AND ({scope.where})",
+                {"ids": self.ids, "since": since, **scope.params},
+            )
+            return cursor.fetchone()[0]
+
+
+@dataclass
+class Export(Ranked):
+    """One export, ranked and ready to stream: `chunks()` reads and writes the records."""
+
+    format: str = "jsonl"
+    link: Callable[[str], str] | None = None  # key -> the record's page, for the CSV's url column
 
     @property
     def media_type(self) -> str:
@@ -119,34 +148,33 @@ class Export:
     def chunks(self) -> Iterator[str]:
         if self.format == "csv":
             yield CSV_BOM + _csv_lines([CSV_COLUMNS])
-        rank = 0
-        for start in range(0, len(self.ids), EXPORT_BATCH):
-            with db.reading(self.alias):
-                rows = _documents(self.ids[start : start + EXPORT_BATCH], self.user)
-                if self.format == "jsonl":
-                    records = export_selected([(row["kind"], row["record_id"]) for row in rows], self.user)
-                    text = "".join(dumps(record) + "\n" for record in records)
-                else:
-                    text = _csv_lines(self._cells(rank + offset + 1, row) for offset, row in enumerate(rows))
-                    rank += len(rows)
+        for batch in self.documents():
+            if self.format == "jsonl":
+                with db.reading(self.alias):
+                    refs = [(row["kind"], row["record_id"]) for _, row in batch]
+                    text = "".join(dumps(record) + "\n" for record in export_selected(refs, self.user))
+            else:
+                text = _csv_lines(self.cells(rank, row) for rank, row in batch)
             if text:
                 yield text
 
-    def _cells(self, rank: int, row: dict) -> list:
+    def cells(self, rank: int, row: dict) -> list:
+        """One CSV row: CSV_COLUMNS' values, each cell safe from formula injection."""
         url = self.link(row["key"]) if self.link else ""
         return [rank, *(_cell(row[name]) for name in CSV_COLUMNS[1:-1]), url]
 
 
-def _documents(ids: list[int], user) -> list[dict]:
-    """The index rows of `ids` that `user` may still see, in the order of `ids`."""
+def _documents(ids: list[int], user, since: datetime | None = None) -> list[dict]:
+    """The index rows of `ids` that `user` may still see (updated after `since`), in the order of `ids`."""
     scope = access_scope(user)
+    newer = "d.updated_at > %(since)s" if since else "TRUE"
     with db.cursor() as cursor:
         cursor.execute(
             "SELECT d.id, d.kind, d.record_id, d.key, p.key AS product, f.key AS feature, d.title, d.status, "
             "d.severity, d.created_at, d.updated_at FROM search_document d "
             "LEFT JOIN backlog_product p ON p.id = d.product_id LEFT JOIN backlog_feature f ON f.id = d.feature_id "
-            f"WHERE d.id = ANY(%(ids)s) AND ({scope.where})",
-            {"ids": ids, **scope.params},
+            f"WHERE d.id = ANY(%(ids)s) AND {newer} AND ({scope.where})",
+            {"ids": ids, "since": since, **scope.params},
         )
         names = [column.name for column in cursor.description]
         found = {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import db, engine, records
 from .contract import GetRequest, IndexHealth, SearchError, SearchRequest, SimilarRequest, TimelineRequest
-from .export import Export, format_named
+from .export import Export, Ranked, format_named
 from .health import index_health
 from .scope import access_scope
 
@@ -51,21 +51,28 @@ def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
         return chosen.run(request, user).model_dump(mode="json")
 
 
-def export(params: Mapping[str, Any], user=None, link: Callable[[str], str] | None = None) -> Export:
-    """A search's whole ranked list as a file, in `params["format"]` (search.export):
-    the search's own parameters and filters, at most EXPORT_MAX_ROWS records. The
-    search runs now (its errors are raised here, before anything is sent); the
-    rows are read as the returned Export's chunks are."""
-    items = _items(params)
-    chosen = items.pop("format", None)
-    format_named(chosen)
-    if items.get("cursor"):
+def ranked(params: Mapping[str, Any], user=None) -> Ranked:
+    """A search's whole ranked list (search.export.Ranked), at most EXPORT_MAX_ROWS
+    records deep: what an export writes and what a saved search counts as new."""
+    if _items(params).get("cursor"):
         raise SearchError("cursor: an export holds the whole list from its first record; leave cursor out.")
-    request = parse(SearchRequest, items)
+    request = parse(SearchRequest, params)
     limit = settings.EXPORT_MAX_ROWS
     with db.reading():
         ids, total, exact = engine.ranked(request, user, depth=limit)
-        return Export(chosen, request.query, ids[:limit], total, exact, limit, user, db.alias(), link)
+        return Ranked(request.query, ids[:limit], total, exact, limit, user, db.alias())
+
+
+def export(params: Mapping[str, Any], user=None, link: Callable[[str], str] | None = None) -> Export:
+    """A search's whole ranked list as a file, in `params["format"]` (search.export):
+    the search's own parameters and filters. The search runs now (its errors are
+    raised here, before anything is sent); the rows are read as the returned
+    Export's chunks are."""
+    items = _items(params)
+    chosen = items.pop("format", None)
+    format_named(chosen)
+    found = ranked(items, user)
+    return Export(**vars(found), format=chosen, link=link)
 
 
 def health(user=None) -> IndexHealth:
