@@ -108,6 +108,7 @@ def dashboard(request):
         "health": index_health(request.user),
         "recent_bugs": figures.recent_bugs(request.user),
         "chart": figures.severity_chart(request.user),
+        "saved_searches": figures.saved_searches(request.user),
     }
     return render(request, "ui/dashboard.html", context)
 
