@@ -68,17 +68,30 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
 
 
 def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple[list[int], int, bool]:
-    """The whole ranked list of a search (what paging with next_cursor walks
-    through), with the keyword arm `depth` deep instead of SEARCH_ARM_DEPTH:
-    an export wants every match, not the best few hundred. (Document ids,
-    best first; the total the response would say; whether it is exact.)"""
-    found, _, _ = _find(request, user, depth)
+    """A search's whole ranked list, for an export: (document ids, best first;
+    the total the response would say; whether it is exact).
+
+    First the list paging with next_cursor walks through, in that order; then,
+    when the keyword arm matched more than SEARCH_ARM_DEPTH records, its
+    further matches (from a keyword pass `depth` deep) in keyword order: an
+    export wants every match, not the best few hundred, and its first records
+    must be the ones the page showed. With sort=recent the whole list is
+    newest first."""
+    found, _, _ = _find(request, user)
     total, exact, _ = _match_set(found)
-    return [candidate.id for candidate in _ordered(found)], total, exact
+    listed = _ordered(found)
+    if depth and found.keyword is not None and found.keyword.total > settings.SEARCH_ARM_DEPTH:
+        deeper, _, _ = _find(request.model_copy(update={"mode": "keyword"}), user, depth)
+        more = [candidate for candidate in _ordered(deeper) if candidate.id not in found.candidates]
+        listed += more
+        if request.sort == "recent":  # _ordered made each score its creation time
+            listed.sort(key=lambda candidate: (-candidate.score, candidate.id))
+    return [candidate.id for candidate in listed], total, exact
 
 
 def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth, str]:
-    """Both arms, fused and boosted: what the search found, the index's health and the query to highlight."""
+    """Both arms, fused and boosted: what the search found, the index's health and
+    the query to highlight. `depth`: the keyword arm's, instead of SEARCH_ARM_DEPTH."""
     scope = build_scope(request, user)
     try:
         parsed = parse(request.query, request.match_mode)
@@ -99,8 +112,6 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         )
         if mode == "hybrid":
             weights = fusion.weights(request.query, keyword.coverage(keyword_result, parsed, stats))
-    # An export's `depth` is the keyword arm's alone: the semantic arm's neighbours past
-    # its usual depth are only further from the query, not more matches.
     semantic_depth = settings.SEARCH_ARM_DEPTH
     if mode != "semantic":
         semantic_depth = min(semantic_depth, settings.SEARCH_SEMANTIC_DEPTH)

@@ -196,6 +196,20 @@ def test_jsonl_is_the_interchange_format_and_imports_back_to_the_same_records(co
     assert [again[key] for key in keys] == [stored[key] for key in keys]
 
 
+@override_settings(SEARCH_ARM_DEPTH=4)
+def test_past_the_searchs_depth_the_export_goes_on_with_the_further_keyword_matches(corpus, bob):
+    as_bob = client_with_token(bob)
+    paged = all_pages({"query": "renewal", "mode": "keyword"}, bob)
+    response = as_bob.get("/api/search", {"query": "renewal", "mode": "keyword", "format": "csv"})
+    keys = [row["key"] for row in csv_rows(response)]
+    assert len(paged) == 4 and keys[:4] == paged  # first what the pages show, in their order
+    assert len(keys) == len(set(keys)) == int(response["X-Export-Total"]) > 20  # then every other match
+
+    params = {"query": "renewal", "sort": "recent", "format": "csv"}
+    created = [row["created_at"] for row in csv_rows(as_bob.get("/api/search", params))]
+    assert len(created) > 20 and created == sorted(created, reverse=True)  # newest first throughout
+
+
 @override_settings(EXPORT_MAX_ROWS=3)
 def test_an_export_cut_at_the_maximum_says_so(corpus, bob):
     response = client_with_token(bob).get("/api/search", {"query": "renewal", "format": "jsonl"})
