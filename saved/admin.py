@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from .models import SavedSearch
 
@@ -11,3 +12,4 @@ class SavedSearchAdmin(admin.ModelAdmin):
     list_filter = ["owner"]
     search_fields = ["name", "query", "owner__username"]
     readonly_fields = ["created_at", "last_delivery_at", "failures", "last_error", "last_error_at"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -279,3 +279,25 @@ def test_a_webhook_at_a_private_address_is_refused_unless_allowed(client, carol,
     assert receiver.received == []
     saved.refresh_from_db()
     assert saved.failures == 1 and "private or reserved address" in saved.last_error
+
+
+@override_settings(**QUICK)
+def test_the_admin_lists_everyones_saved_searches_and_their_webhooks_state(client, carol, receiver):
+    saved = with_webhook(saved_search(carol), receiver)
+    new_bugs()
+    receiver.answers = [(500, 0)] * 3
+    call_command("notify_saved_searches")
+    client.force_login(User.objects.create_superuser("root", password="a long passphrase"))
+    listing = client.get("/admin/saved/savedsearch/").content.decode()
+    assert "Renewal bugs" in listing and "carol" in listing
+    page = client.get(f"/admin/saved/savedsearch/{saved.pk}/change/").content.decode()
+    assert "HTTP 500" in page and "after 3 attempts" in page
+
+    # The admin validates as the pages do: a search the contract refuses is not saved.
+    form = {"owner": carol.pk, "name": "Bad", "query": "renewal", "mode": "fuzzy", "filters": "{}",
+            "created_at_0": "2026-03-01", "created_at_1": "10:00", "last_seen_at_0": "2026-03-01",
+            "last_seen_at_1": "10:00", "notified_until_0": "2026-03-01", "notified_until_1": "10:00",
+            "webhook_url": "", "webhook_secret": "s"}  # fmt: skip
+    response = client.post("/admin/saved/savedsearch/add/", form)
+    assert response.status_code == 200 and "mode: input should be" in response.content.decode().lower()
+    assert not SavedSearch.objects.filter(name="Bad").exists()
