@@ -577,6 +577,7 @@ def test_the_export_link_follows_the_live_search_and_saving_it_lands_on_the_dash
     expect(page.get_by_role("status").filter(has_text="Saved “Low renewal bugs”")).to_be_visible()
     row = page.locator("#saved-searches tr", has_text="Low renewal bugs")
     expect(row).to_contain_text("nothing new")
+    screenshot(page, "dashboard-saved", full_page=False)
     row.get_by_role("link", name="Low renewal bugs").click()
     expect(page).to_have_url(re.compile(r"/search/\?query=renewal&mode=hybrid&severity=low$"))
     expect(page.locator(".result")).to_have_count(len(expected.ids))
