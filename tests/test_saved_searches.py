@@ -12,12 +12,14 @@ without updated_at, so they carry the time of their import.
 import hashlib
 import hmac
 import json
+import threading
 import time
 from http.server import ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -301,3 +303,34 @@ def test_the_admin_lists_everyones_saved_searches_and_their_webhooks_state(clien
     response = client.post("/admin/saved/savedsearch/add/", form)
     assert response.status_code == 200 and "mode: input should be" in response.content.decode().lower()
     assert not SavedSearch.objects.filter(name="Bad").exists()
+
+
+@override_settings(**QUICK)
+def test_a_saved_search_another_notifier_is_sending_is_skipped_not_sent_twice(transactional_db, receiver):
+    """Two senders at once (two machines' `serve`): the one that finds a saved
+    search's row locked leaves it to the one that holds it."""
+    report = import_records(jsonl(*TRAMLINE, *MORE).splitlines())
+    assert not report.problems
+    owner = seeing_all_products(User.objects.create_user("alice", is_staff=True))
+    saved = with_webhook(saved_search(owner), receiver)
+    new_bugs()
+    locked, release = threading.Event(), threading.Event()
+
+    def other_sender():
+        with transaction.atomic():
+            SavedSearch.objects.select_for_update().get(pk=saved.pk)
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    other = threading.Thread(target=other_sender)
+    other.start()
+    try:
+        assert locked.wait(10)
+        call_command("notify_saved_searches")
+        assert receiver.received == []
+    finally:
+        release.set()
+        other.join()
+    call_command("notify_saved_searches")
+    assert len(receiver.received) == 1
