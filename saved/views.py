@@ -15,6 +15,7 @@ from ui.decorators import staff_required
 
 from .forms import SavedSearchForm
 from .models import SavedSearch
+from .models import new_secret as secret
 
 
 def search_url(saved: SavedSearch) -> str:
@@ -54,6 +55,17 @@ def open_search(request, pk: int):
     saved = get_object_or_404(SavedSearch, pk=pk, owner=request.user)
     saved.mark_seen()
     return redirect(search_url(saved))
+
+
+@staff_required
+@require_POST
+def new_secret(request, pk: int):
+    """A new webhook secret: the old one no longer signs anything."""
+    saved = get_object_or_404(SavedSearch, pk=pk, owner=request.user)
+    saved.webhook_secret = secret()
+    saved.save(update_fields=["webhook_secret"])
+    messages.success(request, "A new secret signs the webhook from now on; give it to the receiver.")
+    return redirect("saved:edit", saved.pk)
 
 
 @staff_required

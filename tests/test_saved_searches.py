@@ -134,16 +134,23 @@ def test_an_update_makes_a_record_new_again_and_filters_still_apply(alice):
     assert saved.new_count() == 1
 
 
-def test_a_user_renames_and_deletes_only_their_own(client, alice, carol):
+def test_a_user_renames_renews_the_secret_of_and_deletes_only_their_own(client, alice, carol):
     hers = saved_search(carol)
     client.force_login(alice)
     assert client.get(f"/saved/{hers.pk}/edit").status_code == 404
     assert client.post(f"/saved/{hers.pk}/delete").status_code == 404
+    assert client.post(f"/saved/{hers.pk}/secret").status_code == 404
     assert client.get(f"/saved/{hers.pk}/").status_code == 404
     client.force_login(carol)
     client.post(f"/saved/{hers.pk}/edit", {"name": "Tramline renewals", "webhook_url": ""})
     hers.refresh_from_db()
     assert hers.name == "Tramline renewals"
+    page = client.get(f"/saved/{hers.pk}/edit").content.decode()
+    assert hers.webhook_secret in page and "Make a new secret" in page
+    old = hers.webhook_secret
+    assert client.post(f"/saved/{hers.pk}/secret").status_code == 302
+    hers.refresh_from_db()
+    assert len(hers.webhook_secret) >= 40 and hers.webhook_secret != old
     assert client.post(f"/saved/{hers.pk}/delete").status_code == 302
     assert not SavedSearch.objects.exists()
 
