@@ -13,6 +13,7 @@ them in the one shape of `Error` (api/errors.py).
 
 import inspect
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, Field
 
@@ -20,10 +21,12 @@ from search.contract import (
     DuplicateCheckRequest,
     DuplicateCheckResponse,
     GetResponse,
+    SearchRequest,
     SearchResponse,
     TimelineResponse,
     without_null,
 )
+from search.export import FORMATS
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 # And the one request that comes as a JSON body (POST /api/bugs/check-duplicates).
@@ -100,6 +103,26 @@ def body_operation(request: type[BaseModel], response: type[BaseModel], summary:
         description=inspect.cleandoc(request.__doc__ or ""),
         request={"application/json": ref(request)},
         responses={200: OpenApiResponse(ref(response))},
+        tags=["search"],
+    )
+
+
+def search_operation():
+    """/api/search: the search, or with `format` the same search as a file (search.export)."""
+    format_parameter = OpenApiParameter(
+        "format",
+        type={"type": "string", "enum": list(FORMATS)},
+        location=OpenApiParameter.QUERY,
+        description="csv or jsonl: the whole ranked list (up to EXPORT_MAX_ROWS records) as a streamed file "
+        "instead of a page of JSON; cursor is refused, the other paging parameters do not apply. "
+        "The X-Export-Rows, X-Export-Total and X-Export-Truncated headers say what it holds (docs/api.md).",
+    )
+    files = {(200, format.media_type.split(";")[0]): OpenApiTypes.STR for format in FORMATS.values()}
+    return extend_schema(
+        summary="Search all records",
+        description=inspect.cleandoc(SearchRequest.__doc__ or ""),
+        parameters=[*parameters(SearchRequest), format_parameter],
+        responses={(200, "application/json"): OpenApiResponse(ref(SearchResponse)), **files},
         tags=["search"],
     )
 

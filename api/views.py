@@ -13,6 +13,7 @@ from itertools import chain, repeat
 
 from django.db.models import ProtectedError
 from django.http import Http404
+from django.urls import reverse
 from django.utils.text import capfirst
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -30,7 +31,6 @@ from search.contract import (
     DuplicateCheckResponse,
     GetRequest,
     GetResponse,
-    SearchRequest,
     SearchResponse,
     SimilarRequest,
     TimelineRequest,
@@ -59,9 +59,17 @@ class OperationView(APIView):
         return Response(service.call(self.operation, params, request.user))
 
 
-@extend_schema_view(get=schema.operation(SearchRequest, SearchResponse, "Search all records"))
+@extend_schema_view(get=schema.search_operation())
 class SearchView(OperationView):
+    """`format=csv` or `format=jsonl`: the whole ranked list as a file, streamed (search.export)."""
+
     operation = "search"
+
+    def get(self, request, key: str | None = None):
+        if "format" not in request.query_params:
+            return super().get(request)
+        link = lambda key: request.build_absolute_uri(reverse("ui:record", args=[key]))  # noqa: E731
+        return service.export(request.query_params, request.user, link=link).response()
 
 
 @extend_schema_view(get=schema.operation(SimilarRequest, SearchResponse, "Records like one record", path=("key",)))

@@ -569,6 +569,23 @@ def export_records(kinds: Iterable[str] = KIND_ORDER, products: Iterable[str] | 
             yield interchange.to_record(kind, {name.removesuffix("__key"): value for name, value in row.items()})
 
 
+def export_selected(records: Iterable[tuple[str, int]], user=None) -> Iterator[dict]:
+    """The records named by (kind, id), in that order, in the interchange format;
+    only those `user` may see (backlog.access), and none deleted meanwhile. One
+    query a kind: call it a batch at a time."""
+    records = list(records)
+    found = {}
+    for kind in KIND_ORDER:
+        ids = [record_id for k, record_id in records if k == kind]
+        if not ids:
+            continue
+        queryset = access.visible(RECORD_MODELS[kind].objects.filter(id__in=ids), user)
+        for row in queryset.values("id", *EXPORT_COLUMNS[kind]):
+            values = {name.removesuffix("__key"): value for name, value in row.items()}
+            found[kind, row["id"]] = interchange.to_record(kind, values)
+    return (found[ref] for ref in records if ref in found)
+
+
 def count_records(kinds: Iterable[str] = KIND_ORDER, products: Iterable[str] | None = None) -> int:
     products = list(products or [])
     total = 0

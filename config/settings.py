@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "mcp_bridge",
     "api",
     "ui",
+    "saved",
 ]
 
 LOGIN_URL = "ui:login"
@@ -293,6 +294,19 @@ SEARCH_WEAK_COVERAGE = envfloat("SEARCH_WEAK_COVERAGE", 0.33)
 SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
 SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
 SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)
+# The most records an export (format=csv or jsonl) holds: the keyword arm ranks
+# this deep for it (search.export); past it the response says X-Export-Truncated.
+EXPORT_MAX_ROWS = envint("EXPORT_MAX_ROWS", 5000)
+# Saved searches' webhooks (saved/webhooks.py): tries a run and the first wait
+# between them (doubling), seconds a try may take, records a message lists,
+# and whether a webhook may reach a private or reserved address (off: refused).
+SAVED_SEARCH_WEBHOOK_ATTEMPTS = envint("SAVED_SEARCH_WEBHOOK_ATTEMPTS", 3)
+SAVED_SEARCH_WEBHOOK_BACKOFF = envfloat("SAVED_SEARCH_WEBHOOK_BACKOFF", 2.0)
+SAVED_SEARCH_WEBHOOK_TIMEOUT = envfloat("SAVED_SEARCH_WEBHOOK_TIMEOUT", 5.0)
+SAVED_SEARCH_WEBHOOK_RECORDS = envint("SAVED_SEARCH_WEBHOOK_RECORDS", 100)
+SAVED_SEARCH_WEBHOOK_PRIVATE = envbool("SAVED_SEARCH_WEBHOOK_PRIVATE", False)
+# Seconds between two runs of `notify_saved_searches --watch` under `serve`.
+SAVED_SEARCH_NOTIFY_SECONDS = envint("SAVED_SEARCH_NOTIFY_SECONDS", 60)
 SEARCH_SEMANTIC_DEPTH = envint("SEARCH_SEMANTIC_DEPTH", 100)
 SEARCH_HNSW_EF_SEARCH = envint("SEARCH_HNSW_EF_SEARCH", 400)
 SEARCH_EXACT_LIMIT = envint("SEARCH_EXACT_LIMIT", 3000)

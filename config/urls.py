@@ -15,5 +15,6 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
+    path("saved/", include("saved.urls")),
     path("", include("ui.urls")),
 ]

@@ -34,6 +34,7 @@ from . import (
 )
 from .contract import (
     Hit,
+    IndexHealth,
     NotFound,
     ScoreDetail,
     SearchError,
@@ -75,6 +76,34 @@ class Found:
 
 
 def search(request: SearchRequest, user=None) -> SearchResponse:
+    return _respond(request, *_find(request, user))
+
+
+def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple[list[int], int, bool]:
+    """A search's whole ranked list, for an export: (document ids, best first;
+    the total the response would say; whether it is exact).
+
+    First the list paging with next_cursor walks through, in that order; then,
+    when the keyword arm matched more than SEARCH_ARM_DEPTH records, its
+    further matches (from a keyword pass `depth` deep) in keyword order: an
+    export wants every match, not the best few hundred, and its first records
+    must be the ones the page showed. With sort=recent the whole list is
+    newest first."""
+    found, _, _ = _find(request, user)
+    total, exact, _ = _match_set(found)
+    listed = _ordered(found)
+    if depth and found.keyword is not None and found.keyword.total > settings.SEARCH_ARM_DEPTH:
+        deeper, _, _ = _find(request.model_copy(update={"mode": "keyword"}), user, depth)
+        more = [candidate for candidate in _ordered(deeper) if candidate.id not in found.candidates]
+        listed += more
+        if request.sort == "recent":  # _ordered made each score its creation time
+            listed.sort(key=lambda candidate: (-candidate.score, candidate.id))
+    return [candidate.id for candidate in listed], total, exact
+
+
+def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth, str]:
+    """Both arms, fused and boosted: what the search found, the index's health and
+    the query to highlight. `depth`: the keyword arm's, instead of SEARCH_ARM_DEPTH."""
     scope = build_scope(request, user)
     # In simple mode, `severity:critical`-like fields narrow the scope; the words left are the query.
     fielded = fields.read(request.query, request.match_mode, scope.products)
@@ -92,14 +121,17 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         if mode == "semantic":
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
-    depth = settings.SEARCH_ARM_DEPTH
     key_match = _key_lookup(text, scope)
     keyword_result, corrected, weights = None, None, fusion.Weights()
     if mode in ("hybrid", "keyword"):
-        keyword_result, parsed, corrected, stats = _keyword_with_typos(parsed, request.match_mode, scope, key_match)
+        keyword_result, parsed, corrected, stats = _keyword_with_typos(
+            parsed, request.match_mode, scope, key_match, depth or settings.SEARCH_ARM_DEPTH
+        )
         if mode == "hybrid":
             weights = fusion.weights(text, keyword.coverage(keyword_result, parsed, stats))
-    semantic_depth = depth if mode == "semantic" else min(depth, settings.SEARCH_SEMANTIC_DEPTH)
+    semantic_depth = settings.SEARCH_ARM_DEPTH
+    if mode != "semantic":
+        semantic_depth = min(semantic_depth, settings.SEARCH_SEMANTIC_DEPTH)
     semantic_result = None
     if mode in ("hybrid", "semantic"):
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
@@ -141,12 +173,12 @@ def search(request: SearchRequest, user=None) -> SearchResponse:
         degraded=degraded,
         filters=fielded.filters,
     )
-    return _respond(request, found, health, highlight)
+    return found, health, highlight
 
 
 def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuery, scope: Scope, health):
     """A query of fields and no words (`severity:critical -android`): the records the fields keep
-    (less those with an excluded word), newest first, in any mode (search.browse)."""
+    (less those with an excluded word), newest first, in any mode (search.browse); as _find answers."""
     excluded = " | ".join(f"({term.tsquery})" for term in parsed.excluded if term.tsquery)
     if excluded:
         scope = scope.narrowed("NOT (d.search_vector @@ %(scope_excluded)s::tsquery)", scope_excluded=excluded)
@@ -162,7 +194,7 @@ def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuer
         sort=request.sort,
         filters=fielded.filters,
     )
-    return _respond(request, found, health, "")
+    return found, health, ""
 
 
 def _first_pass_order(candidate: fusion.Candidate) -> tuple:
@@ -172,12 +204,11 @@ def _first_pass_order(candidate: fusion.Candidate) -> tuple:
     return (-candidate.score, keyword_rank is None, keyword_rank or semantic_rank or 0, candidate.id)
 
 
-def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None):
+def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None, depth: int):
     """The keyword arm, retried with the corrected query when a word matches
     no record, or replaced by the closest titles when the words found fewer
     than SEARCH_RELAX_BELOW records: (the arm, the query it ran, the
     corrected text or None, that query's statistics)."""
-    depth = settings.SEARCH_ARM_DEPTH
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
     typo_possible = result is not None and parsed.raw is None and key_match is None

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
+from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from . import db, duplicates, engine, records
@@ -31,6 +32,7 @@ from .contract import (
     SimilarRequest,
     TimelineRequest,
 )
+from .export import Export, Ranked, format_named
 from .health import index_health
 from .scope import access_scope
 
@@ -56,6 +58,30 @@ def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
     request = parse(chosen.request, params)
     with db.reading():  # one database for the whole call: a caught-up replica, or the primary
         return chosen.run(request, user).model_dump(mode="json")
+
+
+def ranked(params: Mapping[str, Any], user=None) -> Ranked:
+    """A search's whole ranked list (search.export.Ranked), at most EXPORT_MAX_ROWS
+    records deep: what an export writes and what a saved search counts as new."""
+    if _items(params).get("cursor"):
+        raise SearchError("cursor: an export holds the whole list from its first record; leave cursor out.")
+    request = parse(SearchRequest, params)
+    limit = settings.EXPORT_MAX_ROWS
+    with db.reading():
+        ids, total, exact = engine.ranked(request, user, depth=limit)
+        return Ranked(request.query, ids[:limit], total, exact, limit, user, db.alias())
+
+
+def export(params: Mapping[str, Any], user=None, link: Callable[[str], str] | None = None) -> Export:
+    """A search's whole ranked list as a file, in `params["format"]` (search.export):
+    the search's own parameters and filters. The search runs now (its errors are
+    raised here, before anything is sent); the rows are read as the returned
+    Export's chunks are."""
+    items = _items(params)
+    chosen = items.pop("format", None)
+    format_named(chosen)
+    found = ranked(items, user)
+    return Export(**vars(found), format=chosen, link=link)
 
 
 def health(user=None) -> IndexHealth:

@@ -752,7 +752,7 @@ def test_the_schema_is_valid_openapi_generated_from_the_contract(anonymous):
     validate_schema(schema)
     assert schema["openapi"] == "3.1.0"
     search = schema["paths"]["/api/search"]["get"]
-    assert {p["name"] for p in search["parameters"]} == set(SearchRequest.model_fields)
+    assert {p["name"] for p in search["parameters"]} == {*SearchRequest.model_fields, "format"}  # format: the export
     entities = next(p for p in search["parameters"] if p["name"] == "entities")
     assert (entities["style"], entities["explode"]) == ("form", False)
     assert search["responses"]["200"]["content"]["application/json"]["schema"] == {

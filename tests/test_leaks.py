@@ -24,6 +24,7 @@ import difflib
 import json
 import re
 import sys
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -38,6 +39,7 @@ from rest_framework.authtoken.models import Token
 
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 from backlog.services import import_records
+from saved.models import SavedSearch
 from search.indexing import embed_pending
 
 from .conftest import ROOT, TRAMLINE, client_with_token, jsonl
@@ -46,6 +48,7 @@ from .test_mcp import server_env
 # Every test, even one run alone, gets the test database (the module's data is committed there).
 pytestmark = pytest.mark.django_db
 
+OLD = datetime(2000, 1, 1, tzinfo=UTC)
 MARKERS = ("quokka", "marmalade", "qv-", "vault", "ledgerly", "prd-2", "feat-9")
 
 
@@ -115,6 +118,9 @@ REST_CLEAN = [
     ("GET", "/api/bugs", {"severity": "critical", "ordering": "-updated_at"}),
     ("GET", "/api/bugs/BUG-12", {}),
     ("GET", "/api/products/PRD-1", {}),
+    # Exports (search.export): the same searches as files.
+    ("GET", "/api/search", {"query": "renewal", "format": "csv"}),
+    ("GET", "/api/search", {"query": "spinner android", "mode": "keyword", "format": "jsonl"}),
 ]
 REST_NAMED = [
     ("GET", "/api/search", {"query": "QV-1", "mode": "keyword"}),
@@ -125,6 +131,8 @@ REST_NAMED = [
     ("GET", "/api/search", {"query": "product:qv-p kind:bug"}),
     ("GET", "/api/search", {"query": 'renewal -product:"quokka vault"'}),
     ("GET", "/api/search", {"query": "renewal feature:QV-F1"}),
+    ("GET", "/api/search", {"query": "renewal", "products": "QV-P", "format": "csv"}),
+    ("GET", "/api/search", {"query": "quokka", "mode": "keyword", "format": "jsonl"}),
     ("GET", "/api/similar/QV-1", {}),
     ("GET", "/api/timeline/QV-1", {}),
     ("GET", "/api/records", {"keys": "QV-1,BUG-12,QV-T1"}),
@@ -168,6 +176,8 @@ UI_CLEAN = [
     ("/records/BUG-12/", {}),
     ("/records/FEAT-7/", {}),
     ("/records/PRD-1/", {}),
+    ("/search/export", {"query": "renewal", "format": "csv"}),
+    ("/search/export", {"query": "renewal", "format": "jsonl"}),
 ]
 UI_NAMED = [
     ("/records/QV-1/", {}),
@@ -207,6 +217,13 @@ def normalized(text: str) -> str:
     return re.sub(r'<div class="readonly">[^<]*\d{4}, [^<]*</div>', '<div class="readonly">(a time)</div>', text)
 
 
+def content(response) -> str:
+    """The body, also of a streamed one (an export)."""
+    if response.streaming:
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
+
+
 def ask_rest(client, method: str, path: str, params) -> str:
     if method == "GET":
         response = client.get(path, params)
@@ -214,7 +231,7 @@ def ask_rest(client, method: str, path: str, params) -> str:
         response = client.delete(path)
     else:
         response = getattr(client, method.lower())(path, params, format="json")
-    return f"{response.status_code} {response.content.decode()}"
+    return f"{response.status_code} {content(response)}"
 
 
 def ask_import(client, records: list[dict], dry_run: bool) -> str:
@@ -311,7 +328,7 @@ def ask_ui_all(carol) -> dict:
     answers = {}
     for path, params in UI_CLEAN:
         response = client.get(path, params)
-        answers[("clean", path, json.dumps(params))] = f"{response.status_code} {normalized(response.content.decode())}"
+        answers[("clean", path, json.dumps(params))] = f"{response.status_code} {normalized(content(response))}"
     for path, params in UI_NAMED:
         response = client.get(path, params)
         answers[("named", path, json.dumps(params))] = f"{response.status_code} {normalized(response.content.decode())}"
@@ -394,6 +411,8 @@ def rounds(django_db_setup, django_db_blocker):
         Product.objects.get(key="PRD-1").teams.add(team)
         carol = get_user_model().objects.create_user("carol", password="a-long-passphrase", is_staff=True)
         carol.groups.add(team)
+        # Her saved search: the dashboard counts its matches new since 2000 (all of them).
+        SavedSearch.from_params({"query": "renewal"}, owner=carol, name="Renewals", last_seen_at=OLD).save()
         carol.user_permissions.set(
             Permission.objects.filter(
                 content_type__app_label="backlog",
@@ -468,6 +487,11 @@ def test_answers_find_carol_s_records_so_the_checks_have_something_to_miss(round
         "TEST-3" in rounds["before"]["mcp"][("clean", "similar", json.dumps({"key": "BUG-12", "include_scores": True}))]
     )
     assert "BUG-12" in rounds["before"]["ui"][("clean", "/dashboard/", "{}")]
+    dashboard = rounds["before"]["ui"][("clean", "/dashboard/", "{}")]
+    # All four of her records: hybrid finds PRD-1 by meaning, beside the three with the word.
+    assert "Renewals</a></th>" in dashboard and "<strong>4 new</strong>" in dashboard
+    exported = rest[("clean", "GET", "/api/search", json.dumps({"query": "renewal", "format": "csv"}))]
+    assert exported.startswith("200 ") and all(f",{key}," in exported for key in ("BUG-12", "FEAT-7", "TEST-3"))
     assert "BUG-12" in rounds["before"]["admin"][("clean", "/admin/backlog/bug/")]
 
 

@@ -66,7 +66,8 @@ def fetch(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leaves_nothing_running(stop):
     """The real main job on free ports: gunicorn's workers answer the API and
-    pages, WhiteNoise the hashed static files, MCP over HTTP its own port.
+    pages, WhiteNoise the hashed static files, MCP over HTTP its own port,
+    and the saved searches' webhook sender runs.
     SIGTERM stops the server and every child; so does SIGKILL, which serve
     cannot catch (its children are told by the kernel)."""
     web, mcp = free_port(), free_port()
@@ -106,6 +107,8 @@ def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leav
         assert status == 200 and "max-age=315360000" in headers["Cache-Control"]
         assert headers.get("Content-Encoding") == "gzip"
         assert any("gunicorn" in " ".join(child.cmdline()) for child in server_children)
+        # Saved searches' webhook sender runs beside it, and stops with it (below).
+        assert any("notify_saved_searches --watch" in " ".join(child.cmdline()) for child in server_children)
     finally:
         process.send_signal(stop)
         assert process.wait(60) == (128 + stop if stop == signal.SIGTERM else -stop)

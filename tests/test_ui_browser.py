@@ -616,3 +616,35 @@ def test_the_admins_bug_list_fits_a_1280_pixel_screen(page, alice, corpus, live_
     assert width <= visible, (width, visible)  # no sideways scrolling for severity, status or created
     assert title.bounding_box()["height"] <= 2 * line + 12  # a title takes at most two lines
     screenshot(page, "admin-bug-list", full_page=False)
+
+
+# -- export and saved searches ----------------------------------------------------------------------
+
+
+def test_the_export_link_follows_the_live_search_and_saving_it_lands_on_the_dashboard(as_alice):
+    page = as_alice
+    page.goto("/search/")
+    page.get_by_label("Search QA knowledge").fill("renewal")
+    page.get_by_role("checkbox", name=re.compile(r"^low \d+$")).check()
+    expect(page).to_have_url(re.compile(r"query=renewal&severity=low$"))
+    expected = service.ranked({"query": "renewal", "severity": "low"})
+
+    # The links were swapped in with the results: they carry the filter chosen a moment ago.
+    with page.expect_download() as download:
+        page.get_by_role("link", name="CSV").click()
+    assert download.value.suggested_filename.startswith("search-renewal-")
+    lines = Path(download.value.path()).read_text(encoding="utf-8-sig").splitlines()
+    assert lines[0] == "rank,key,kind,product,feature,title,status,severity,created_at,updated_at,url"
+    assert len(lines) - 1 == len(expected.ids) and all(",low," in line for line in lines[1:])
+
+    page.get_by_role("link", name="Save this search").click()
+    page.get_by_label("Name").fill("Low renewal bugs")
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/$"))
+    expect(page.get_by_role("status").filter(has_text="Saved “Low renewal bugs”")).to_be_visible()
+    row = page.locator("#saved-searches tr", has_text="Low renewal bugs")
+    expect(row).to_contain_text("nothing new")
+    screenshot(page, "dashboard-saved", full_page=False)
+    row.get_by_role("link", name="Low renewal bugs").click()
+    expect(page).to_have_url(re.compile(r"/search/\?query=renewal&mode=hybrid&severity=low$"))
+    expect(page.locator(".result")).to_have_count(len(expected.ids))

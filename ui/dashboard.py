@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from backlog.access import visible
 from backlog.models import Bug, Product
+from saved.models import SavedSearch
+from search.contract import SearchError
 from search.models import Document
 
 SEVERITIES = ["critical", "high", "medium", "low", None]
@@ -32,6 +34,24 @@ class ProductCounts:
     test: int = 0
     bug: int = 0
     open_bugs: int = 0
+
+
+@dataclass
+class SavedSummary:
+    saved: SavedSearch
+    new: int | None  # matches updated since the owner last opened it; None: the search failed
+    error: str | None = None
+
+
+def saved_searches(user) -> list[SavedSummary]:
+    """The user's saved searches, each with its new matches, asked of the search as the user."""
+    summaries = []
+    for saved in SavedSearch.objects.filter(owner=user):
+        try:
+            summaries.append(SavedSummary(saved, saved.new_count()))
+        except SearchError as exc:
+            summaries.append(SavedSummary(saved, None, str(exc)))
+    return summaries
 
 
 def counts_per_product(user) -> tuple[list[ProductCounts], ProductCounts]:

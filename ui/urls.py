@@ -9,6 +9,7 @@ app_name = "ui"
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="ui:search"), name="home"),
     path("search/", views.search, name="search"),
+    path("search/export", views.search_export, name="search_export"),
     path("records/<str:key>/", views.record, name="record"),
     path("dashboard/", views.dashboard, name="dashboard"),
     path("bugs/new/", report.report_bug, name="report_bug"),

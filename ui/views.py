@@ -9,6 +9,7 @@ both paths.
 
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
 from search import service
@@ -48,6 +49,20 @@ def search(request):
     page = render(request, template, context, status=status)
     patch_vary_headers(page, ["X-UI-Fragment"])
     return page
+
+
+@staff_required
+def search_export(request):
+    """The search of the page's URL as a file (`format=csv` or `jsonl`), as GET /api/search?format= gives it."""
+    try:
+        link = lambda key: request.build_absolute_uri(reverse("ui:record", args=[key]))  # noqa: E731
+        return service.export(request.GET, request.user, link=link).response()
+    except SearchError as exc:
+        params = request.GET.copy()
+        params.pop("format", None)
+        back = reverse("ui:search") + "?" + params.urlencode()
+        context = {"error": str(exc), "heading": "This export could not run", "back": back}
+        return render(request, "ui/error.html", context, status=exc.status)
 
 
 @staff_required
@@ -97,6 +112,7 @@ def dashboard(request):
         "health": index_health(request.user),
         "recent_bugs": figures.recent_bugs(request.user),
         "chart": figures.severity_chart(request.user),
+        "saved_searches": figures.saved_searches(request.user),
     }
     return render(request, "ui/dashboard.html", context)
 

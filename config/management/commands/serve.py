@@ -4,9 +4,10 @@
 under gunicorn (sync Django on threads in a few worker processes: the
 ORM, the search SQL and the embedding model are all blocking calls, which
 an ASGI server would only hand to a thread pool again), as a child
-process beside two supervised ones: the embedding worker, and MCP over
+process beside supervised ones: the embedding worker, MCP over
 streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
-uvicorn). `--server runserver` keeps Django's development server.
+uvicorn), and the saved searches' webhook sender (`notify_saved_searches
+--watch`). `--server runserver` keeps Django's development server.
 """
 
 import os
@@ -100,6 +101,9 @@ class Command(BaseCommand):
             # (search/worker.py), and stops with the server.
             worker = [sys.executable, manage, "embed", "--watch", "--no-progress"]
             helpers.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS))
+        # Saved searches' webhooks: a round every SAVED_SEARCH_NOTIFY_SECONDS, never in a request.
+        notifier = [sys.executable, manage, "notify_saved_searches", "--watch"]
+        helpers.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS))
         if mcp_port:
             host = addrport.rsplit(":", 1)[0]
             command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]
