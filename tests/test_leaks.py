@@ -121,6 +121,9 @@ REST_CLEAN = [
     # Exports (search.export): the same searches as files.
     ("GET", "/api/search", {"query": "renewal", "format": "csv"}),
     ("GET", "/api/search", {"query": "spinner android", "mode": "keyword", "format": "jsonl"}),
+    # A draft's likely duplicates (search.duplicates): candidates, shared words, similarity, confidence.
+    ("POST", "/api/bugs/check-duplicates", {"title": "Renewal button does nothing", "include_scores": True}),
+    ("POST", "/api/bugs/check-duplicates", {"title": "Spinner on Android", "description": "renewal quoka"}),
 ]
 REST_NAMED = [
     ("GET", "/api/search", {"query": "QV-1", "mode": "keyword"}),
@@ -134,6 +137,7 @@ REST_NAMED = [
     ("GET", "/api/search", {"query": "renewal", "products": "QV-P", "format": "csv"}),
     ("GET", "/api/search", {"query": "quokka", "mode": "keyword", "format": "jsonl"}),
     ("GET", "/api/similar/QV-1", {}),
+    ("POST", "/api/bugs/check-duplicates", {"title": "renewal", "product": "QV-P"}),
     ("GET", "/api/timeline/QV-1", {}),
     ("GET", "/api/records", {"keys": "QV-1,BUG-12,QV-T1"}),
     ("GET", "/api/bugs/QV-1", {}),
@@ -167,11 +171,11 @@ IMPORT_TAKING = [{"kind": "bug", "key": "QV-1", "product": "PRD-1", "title": "Mi
 
 UI_CLEAN = [
     *(
-        ("/search/", {"q": query, "mode": mode})
+        ("/search/", {"query": query, "mode": mode})
         for query in ("renewal", "spinner android", "quoka")
         for mode in ("keyword", "hybrid")
     ),
-    ("/search/", {"q": "renewal", "sort": "recent"}),
+    ("/search/", {"query": "renewal", "sort": "recent"}),
     ("/dashboard/", {}),
     ("/records/BUG-12/", {}),
     ("/records/FEAT-7/", {}),
@@ -182,8 +186,8 @@ UI_CLEAN = [
 UI_NAMED = [
     ("/records/QV-1/", {}),
     ("/records/QV-P/", {}),
-    ("/search/", {"q": "QV-2", "mode": "keyword"}),
-    ("/search/", {"q": "renewal", "products": "QV-P"}),
+    ("/search/", {"query": "QV-2", "mode": "keyword"}),
+    ("/search/", {"query": "renewal", "products": "QV-P"}),
 ]
 ADMIN_CLEAN = [
     *(f"/admin/backlog/{model}/" for model in ("product", "feature", "qatest", "bug")),
