@@ -16,6 +16,7 @@ bands and what they were measured to mean on the judged sets.
 
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -36,6 +37,11 @@ from .query import ParsedQuery, Term, parse
 from .rows import ArmResult
 from .scope import Scope, build_scope
 
+# The draft's text the model reads: about 90 tokens of its 256 (docs/duplicates.md: the
+# model's time is most of a check's, and what a report says first says most of it).
+EMBED_CHARS = 400
+# Drafts' embeddings, beside the request's thread (a model call touches no database).
+_EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="draft-embedding")
 CANDIDATES = 1000  # matches of the rarest terms the keyword arm scores, at most
 BODY_TERMS = 40  # the rarest words of the text after the title that join the keyword query
 SHARED_WORDS_SHOWN = 8
@@ -79,16 +85,20 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
         if mode == "semantic":
             raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
         mode, degraded = "keyword", {"semantic": why}
+    embedding = None
+    if mode in ("hybrid", "semantic"):
+        # The model reads the draft while the database ranks its words.
+        embedding = _EMBEDDER.submit(semantic.query_vector, document_text(title, body)[:EMBED_CHARS])
     parsed, (n, df) = more_like_this(title, body, scope.products, shared_by)
     terms = sorted(parsed.terms, key=lambda t: df[t.tsquery])
     idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword") and terms:
         keyword_result = _keyword_arm(parsed, scope, depth, n, df)
-    if mode in ("hybrid", "semantic"):
+    if embedding is not None:
         try:
-            text, semantic_depth = document_text(title, body), min(depth, settings.SEARCH_SEMANTIC_DEPTH)
-            semantic_result = semantic.for_query(text, scope, semantic_depth, keyword_result)
+            semantic_depth = min(depth, settings.SEARCH_SEMANTIC_DEPTH)
+            semantic_result = semantic.for_vector(embedding.result(), scope, semantic_depth, keyword_result)
         except EmbeddingError as exc:
             if mode == "semantic":
                 raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc

@@ -24,17 +24,29 @@ logger = logging.getLogger(__name__)
 def for_query(text: str, scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:
     """The arm for a query's text, embedded with the active model; EmbeddingError
     when the model cannot embed it (search.engine falls back to keyword)."""
+    return for_vector(query_vector(text), scope, depth, keyword)
+
+
+def for_vector(embedded: tuple, scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:
+    """The arm for `embedded`, what query_vector returned."""
+    vector, model_id = embedded
+    result = nearest(vector, model_id, scope, depth, keyword.query if keyword else "")
+    result.vector = vector
+    return result
+
+
+def query_vector(text: str) -> tuple[np.ndarray, str]:
+    """`text`'s vector by the active model, and the model's id; EmbeddingError
+    when the model cannot embed it. Touches no database: it may run in
+    another thread while the keyword arm's statements run (search.duplicates)."""
     provider = get_provider()
     try:
-        vector = _query_vector(provider, text)
+        return _query_vector(provider, text), provider.model_id
     except EmbeddingError:
         raise
     except Exception as exc:  # a plug-in's own failure (a cache folder it cannot write, a broken file)
         logger.exception("The embedding provider failed")
         raise EmbeddingError(f"the embedding provider failed: {type(exc).__name__}: {exc}") from exc
-    result = nearest(vector, provider.model_id, scope, depth, keyword.query if keyword else "")
-    result.vector = vector
-    return result
 
 
 QUERY_VECTORS = 1024  # the last queries' vectors this process keeps, per provider
