@@ -69,7 +69,7 @@ def main() -> None:
         original = provider.embed_query
         provider.embed_query = lambda text: vectors[text] if text in vectors else original(text)
     parts = defaultdict(list)
-    duplicates._keyword_arm = timed(parts, "keyword arm", duplicates._keyword_arm)
+    duplicates.keyword_arm = timed(parts, "keyword arm", duplicates.keyword_arm)
     semantic.query_vector = timed(parts, "embedding (a thread beside the keyword arm)", semantic.query_vector)
     semantic.for_vector = timed(parts, "semantic arm", semantic.for_vector)
     duplicates.statistics.document_frequencies = timed(parts, "statistics", corpus_statistics.document_frequencies)

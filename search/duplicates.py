@@ -94,7 +94,7 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword") and terms:
-        keyword_result = _keyword_arm(parsed, scope, depth, n, df)
+        keyword_result = keyword_arm(parsed, scope, depth, n, df)
     if embedding is not None:
         try:
             semantic_depth = min(depth, settings.SEARCH_SEMANTIC_DEPTH)
@@ -112,7 +112,7 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     return Ranked(ordered, mode, terms, idf, vector, degraded)
 
 
-def _keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, float]) -> ArmResult:
+def keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, float]) -> ArmResult:
     """The draft's OR query, ranked as search ranks one (keyword.rank), but
     with neither a total nor facets to estimate: past CANDIDATES expected
     matches, only the matches of its rarest terms (at most CANDIDATES of

@@ -255,8 +255,10 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         mode, degraded = "keyword", {"semantic": why}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword"):
-        parsed, stats = _more_like_this(title, body, scope.products)
-        keyword_result = keyword.arm(parsed, scope, depth, stats) if parsed.terms else None
+        parsed, (n, df) = _more_like_this(title, body, scope.products)
+        # Its own list is the answer (counted and faceted as listed): the arm
+        # need not estimate a total or facets of the OR query's matches.
+        keyword_result = duplicates.keyword_arm(parsed, scope, depth, n, df) if parsed.terms else None
     if mode in ("hybrid", "semantic"):
         vector = json.loads(vector_text)
         keyword_query = keyword_result.query if keyword_result else ""
