@@ -26,9 +26,9 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 from django.db import connection
 from search_bench import percentile, prewarm
 
-from search import duplicates, engine, semantic
+from search import duplicates, engine, keyword, semantic
 from search import statistics as corpus_statistics
-from search.contract import DuplicateCheckRequest, SearchRequest
+from search.contract import DuplicateCheckRequest, SearchRequest, SimilarRequest
 from search.embeddings import document_text, get_provider
 from search.scope import leaving_out
 
@@ -50,6 +50,11 @@ def main() -> None:
     parser.add_argument("--drafts", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--with-embedding", action="store_true", help="time the model's embedding too")
+    parser.add_argument(
+        "--similar",
+        action="store_true",
+        help="instead: similar() on the same bugs, its keyword arm as now and as keyword.arm ranked it before",
+    )
     args = parser.parse_args()
     connection.settings_dict["NAME"] = "test_bench_search" + ("" if args.records == 100_000 else f"_{args.records}")
     print(f"# {prewarm()}")
@@ -68,6 +73,8 @@ def main() -> None:
     if not args.with_embedding:
         original = provider.embed_query
         provider.embed_query = lambda text: vectors[text] if text in vectors else original(text)
+    if args.similar:
+        return similar_before_and_after([key for key, _, _ in drafts], args.rounds)
     parts = defaultdict(list)
     duplicates.keyword_arm = timed(parts, "keyword arm", duplicates.keyword_arm)
     semantic.query_vector = timed(parts, "embedding (a thread beside the keyword arm)", semantic.query_vector)
@@ -110,6 +117,31 @@ def main() -> None:
         print(f"  {name:30} {statistics.median(values):7.1f} {percentile(values, 95):7.1f}")
     included = "included above" if args.with_embedding else "not included above"
     print(f"embedding a draft's text, mean ({included}): {embedding_ms:.1f} ms")
+
+
+def similar_before_and_after(keys: list[str], rounds: int) -> None:
+    """similar() with its keyword arm as it is (duplicates.keyword_arm) and as
+    it was (keyword.arm, which also estimates the OR query's total and
+    facets), interleaved call by call."""
+    now = duplicates.keyword_arm
+
+    def before(parsed, scope, depth, n, df):
+        return keyword.arm(parsed, scope, depth, (n, df))
+
+    ways = {"similar, keyword.arm (before)": before, "similar, duplicates.keyword_arm": now}
+    times = defaultdict(list)
+    for round_ in range(rounds + 1):
+        for key in keys:
+            for name, arm in ways.items():
+                duplicates.keyword_arm = arm
+                start = time.perf_counter()
+                engine.similar(SimilarRequest(key=key))
+                if round_:
+                    times[name].append((time.perf_counter() - start) * 1000)
+    duplicates.keyword_arm = now
+    print(f"records' similar(), bugs: {len(keys)}, rounds: {rounds}")
+    for name, values in times.items():
+        print(f"{name:34} p50 {statistics.median(values):7.1f} p95 {percentile(values, 95):7.1f}")
 
 
 if __name__ == "__main__":
