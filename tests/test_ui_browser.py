@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.http import QueryDict
 from django.test import Client
 from playwright.sync_api import expect, sync_playwright
@@ -560,6 +560,7 @@ def alice_with_tools(browser, live_server, alice, corpus):
     """Alice's page with the Content-Security-Policy bypassed (Playwright's
     bypass_csp), for a test tool injected as an inline script: the policy
     rightly refuses axe-core, and every other test runs under the policy."""
+    alice.user_permissions.add(Permission.objects.get(codename="add_bug"))
     page = new_page(browser, live_server, bypass_csp=True)
     log_in(page, alice, live_server)
     yield page
@@ -582,6 +583,16 @@ def test_axe_finds_no_wcag_aa_violations(alice_with_tools, axe_source):
     expect(page.locator("#spotlight-results li").first).to_be_visible()
     page.add_script_tag(content=axe_source)
     assert page.evaluate("async () => (await axe.run('#spotlight')).violations.map(v => v.id)") == []
+    # Report a bug, with its "Reported before?" panel filled as the title is typed.
+    page.goto("/bugs/new/")
+    page.locator("#id_title").fill("Renew button does nothing on Android")
+    expect(page.locator("#duplicates-panel .duplicate").first).to_be_visible()
+    page.add_script_tag(content=axe_source)
+    violations = page.evaluate(
+        "async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}))"
+        ".violations.map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).slice(0, 3).join(', '))"
+    )
+    assert violations == [], "/bugs/new/"
 
 
 def test_on_a_phone_the_header_is_two_rows_and_results_start_on_the_first_screen(browser, live_server, alice, corpus):
