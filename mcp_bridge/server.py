@@ -59,13 +59,12 @@ TOOLS = {
         SearchResponse,
     ),
     "get": (
-        "Whole records by key: text, a bug's raw_data, related records (a bug's feature, product and test; "
-        "a feature's tests and open bugs).",
+        "Whole records by key: their text, a bug's raw_data, related records (feature, product, tests, bugs).",
         GetResponse,
     ),
     "similar": ("Records most like one record, never itself: likely duplicates of a bug.", SearchResponse),
     "timeline": (
-        "Records filed just before and after one record in its feature (or product): what happened around it.",
+        "Records filed just before and after one record: what happened around it.",
         TimelineResponse,
     ),
 }

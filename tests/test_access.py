@@ -44,7 +44,7 @@ LEDGERLY_BUG = {
     "created_at": "2026-02-05T10:00:00+00:00",
 }
 LEDGERLY = {"PRD-2", "FEAT-9", "BUG-30"}
-SEARCH = {"query": "renewal", "mode": "keyword"}
+SEARCH = {"query": "renewal", "mode": "keyword", "include_facets": "true"}
 
 
 @pytest.fixture

