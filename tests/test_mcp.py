@@ -443,6 +443,40 @@ def test_the_acting_user_is_found_after_stale_connections_close_and_a_lost_datab
     assert "Send the same request again in 2 seconds" in body["error"]["message"]
 
 
+def test_stdio_from_a_file_is_served_by_the_sdk_s_own_transport(alice_token, tmp_path):
+    """mcp_bridge.stdio reads and writes the pipes on the event loop; a regular file cannot be
+    waited on, so a session piped in from a file is served by the SDK's transport instead."""
+    _, database = alice_token
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}
+    call = {"name": "get", "arguments": {"keys": ["BUG-12"]}}
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(
+        "\n".join(
+            json.dumps(message)
+            for message in (
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+            )
+        )
+        + "\n"
+    )
+    with requests.open() as stdin:
+        done = subprocess.run(
+            [sys.executable, "manage.py", "mcp", "--user", "alice"],
+            cwd=ROOT,
+            env=server_env(database),
+            stdin=stdin,
+            capture_output=True,
+            timeout=120,
+        )
+
+    # The SDK's transport ends the session at the file's end, before a tool call has answered;
+    # the handshake, which it answers inline, shows that it served.
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.decode().splitlines())}
+    assert answers[1]["result"]["serverInfo"]["name"] == "qa-search", done.stderr.decode()[-2000:]
+
+
 # -- fuzzing: anything a model may send, through a real client session ----------------------
 
 TOOL_CALLS = st.sampled_from(list(server.TOOLS)).flatmap(lambda tool: st.tuples(st.just(tool), params_for(tool)))
