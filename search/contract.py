@@ -183,7 +183,7 @@ class Hit(BaseModel):
     leave empty, and a status or severity the record does not have, are left
     out of the JSON, not sent as null: a concise hit is what an agent needs
     to choose what to `get` (kind, key, product, title, status, severity,
-    why), about 45 tokens (docs/benchmarks.md)."""
+    why), about 50 tokens (docs/benchmarks.md)."""
 
     kind: Kind
     key: str
