@@ -50,8 +50,8 @@ def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
 
 
 def health(user=None) -> IndexHealth:
-    """The index's health as `user` may see it (None: all records), as every
-    search response carries it (the dashboard, `serve`)."""
+    """The index's health as `user` may see it (None: all records), as a search
+    response carries it when asked (the dashboard, `serve`)."""
     with db.reading():
         return index_health(access_scope(user).products)
 
