@@ -29,6 +29,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
 from api.throttles import within_search_rate
+from backlog.access import with_access
 from backlog.db import database_unavailable
 from search import service
 from search.contract import (
@@ -168,7 +169,9 @@ def _acting_user(ctx: Context, default):
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
     if access is None and default is None:
         return None  # no --user: the operator's own view
-    user = get_user_model().objects.filter(pk=access.subject if access else default.pk, is_active=True).first()
+    # One query: the user and whether they see every product (backlog.access.with_access).
+    users = with_access(get_user_model().objects.filter(pk=access.subject if access else default.pk, is_active=True))
+    user = users.first()
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user
