@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import close_old_connections
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
@@ -29,7 +28,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
 from api.throttles import within_search_rate
-from backlog.access import with_access
+from backlog.access import active_user
 from backlog.db import database_unavailable
 from search import service
 from search.contract import (
@@ -169,9 +168,7 @@ def _acting_user(ctx: Context, default):
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
     if access is None and default is None:
         return None  # no --user: the operator's own view
-    # One query: the user and whether they see every product (backlog.access.with_access).
-    users = with_access(get_user_model().objects.filter(pk=access.subject if access else default.pk, is_active=True))
-    user = users.first()
+    user = active_user(access.subject if access else default.pk)  # with their access, in one statement
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user

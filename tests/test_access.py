@@ -184,9 +184,9 @@ def test_an_inactive_or_anonymous_user_sees_nothing(carol):
 
 
 def test_a_user_read_with_their_access_sees_what_has_perm_says_without_asking_again(story, carol, tramline_team):
-    """backlog.access.with_access (how the MCP tools read their user on every call) answers from the
-    user's own query what Django's permission check answers in two more: for the permission held
-    directly, through a group, by a superuser, not at all, and by an inactive holder."""
+    """backlog.access.active_user (how the MCP tools read their user on every call) answers from the
+    user's own statement what Django's permission check answers in two more: for the permission held
+    directly, through a group, by a superuser, and not at all; an inactive holder is no active user."""
     auditors = Group.objects.create(name="Auditors")
     auditors.permissions.add(Permission.objects.get(codename="access_all_products"))
     User.objects.create_user("dora").groups.add(auditors)
@@ -196,10 +196,14 @@ def test_a_user_read_with_their_access_sees_what_has_perm_says_without_asking_ag
 
     for name in ("carol", "dora", "erin", "root", "frank"):
         expected = access.visible_product_ids(User.objects.get(username=name))
+        pk = User.objects.get(username=name).pk
         with CaptureQueriesContext(connection) as queries:
-            user = access.with_access(User.objects.filter(username=name)).get()
-            seen = access.visible_product_ids(user)
+            user = access.active_user(pk)
+            seen = access.visible_product_ids(user) if user else None
 
+        if name == "frank":  # inactive: no active user to act as
+            assert user is None and expected == []
+            continue
         assert seen == expected, name
         # The user, and for carol the products of her teams: no permission query.
         assert len(queries) == (2 if name == "carol" else 1), [q["sql"] for q in queries]
