@@ -168,7 +168,7 @@ def _acting_user(ctx: Context, default):
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
     if access is None and default is None:
         return None  # no --user: the operator's own view
-    user = active_user(access.subject if access else default.pk)  # with their access, in one statement
+    user = active_user(int(access.subject) if access else default.pk)  # with their access, in one statement
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user
