@@ -196,10 +196,19 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         semantic_result = semantic.nearest(vector, model_id, scope, semantic_depth, keyword_query)
     candidates = fusion.fuse(keyword_result, semantic_result)
     fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
+    # The words a hit's `why` names: those of the keyword arm's query (the title's and the telling body words).
+    words = parsed.terms if mode != "semantic" else parse(title + " ", "simple").terms
     found = Found(
-        request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True, degraded=degraded
+        request.key,
+        mode,
+        "simple",
+        candidates,
+        keyword_result,
+        semantic_result,
+        listed=True,
+        degraded=degraded,
+        words=words,
     )
-    found.words = parsed.terms if mode != "semantic" else _words(parse(title + " ", "simple"), "")
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 
 
