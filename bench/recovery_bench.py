@@ -151,7 +151,8 @@ def serving(env: dict, *options: str):
 
 
 def ask(url: str, token: str) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{url}/api/search?query=renewal&limit=5")
+    # include_index: the embedding worker's state is in the index block, which concise answers leave out.
+    request = urllib.request.Request(f"{url}/api/search?query=renewal&limit=5&include_index=true")
     request.add_header("Authorization", f"Token {token}")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:

@@ -11,7 +11,8 @@ because the whole tool list goes to the model with every conversation
   text only where the name, enum or bounds do not already say it, and only
   the first time a parameter name appears in the tool list;
 - outputs give each top-level field and its JSON type, with null where it
-  may be null. The full response schema is `search.contract.json_schema()`.
+  may be null (not for a field left out rather than sent as null). The full
+  response schema is `search.contract.json_schema()`.
 """
 
 from typing import Any
@@ -21,7 +22,22 @@ from pydantic import BaseModel
 from search.contract import without_null
 
 # Parameters whose name, enum or bounds already say what their help says.
-SELF_EXPLANATORY = {"entities", "status", "severity", "limit", "include_scores", "include_content", "before", "after"}
+# include_facets and include_index: detail's help says what they default to.
+SELF_EXPLANATORY = {
+    "mode",
+    "entities",
+    "status",
+    "severity",
+    "limit",
+    "include_scores",
+    "include_content",
+    "include_related",
+    "include_facets",
+    "include_index",
+    "sort",
+    "before",
+    "after",
+}
 
 
 def input_schemas(models: dict[str, type[BaseModel]]) -> dict[str, dict[str, Any]]:
@@ -46,10 +62,14 @@ def input_schemas(models: dict[str, type[BaseModel]]) -> dict[str, dict[str, Any
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
-    return {
-        "type": "object",
-        "properties": {field: {"type": _json_type(spec, schema)} for field, spec in schema["properties"].items()},
-    }
+    properties = {}
+    for field, spec in schema["properties"].items():
+        types = _json_type(spec, schema)
+        if model.model_fields[field].exclude_if is not None and isinstance(types, list):  # left out, never null
+            types = [t for t in types if t != "null"]
+            types = types[0] if len(types) == 1 else types
+        properties[field] = {"type": types}
+    return {"type": "object", "properties": properties}
 
 
 def _json_type(spec: dict, schema: dict) -> str | list[str]:

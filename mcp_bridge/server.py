@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import close_old_connections
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
@@ -29,6 +28,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
 from api.throttles import within_search_rate
+from backlog.access import active_user
 from backlog.db import database_unavailable
 from search import service
 from search.contract import (
@@ -61,13 +61,12 @@ TOOLS = {
         SearchResponse,
     ),
     "get": (
-        "Whole records by key: text, a bug's raw_data, related records (a bug's feature, product and test; "
-        "a feature's tests and open bugs).",
+        "Whole records by key: their text, a bug's raw_data, related records (feature, product, tests, bugs).",
         GetResponse,
     ),
     "similar": ("Records most like one record, never itself: likely duplicates of a bug.", SearchResponse),
     "timeline": (
-        "Records filed just before and after one record in its feature (or product): what happened around it.",
+        "Records filed just before and after one record: what happened around it.",
         TimelineResponse,
     ),
     "check_duplicates": (
@@ -175,7 +174,7 @@ def _acting_user(ctx: Context, default):
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
     if access is None and default is None:
         return None  # no --user: the operator's own view
-    user = get_user_model().objects.filter(pk=access.subject if access else default.pk, is_active=True).first()
+    user = active_user(int(access.subject) if access else default.pk)  # with their access, in one statement
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user

@@ -30,7 +30,10 @@ LIMIT_DEFAULT, LIMIT_MAX = 20, 100
 KEYS_MAX = 50
 TIMELINE_DEFAULT, TIMELINE_MAX = 10, 50
 RELATED_MAX = 20
-DETAIL_HELP = "concise (default): key, title, status... of each hit; full: also id, updated_at, score, snippet"
+DETAIL_HELP = "concise (default): kind, key, title, status, why; full: + dates, score, snippet, facets, index"
+FACETS_HELP = "add counts by kind, product, status and severity (default: with detail=full only)"
+INDEX_HELP = "add the index's health: records, vectors, embedding worker (default: with detail=full only)"
+MAX_TOKENS_HELP = "most tokens (cl100k_base) of the answer's JSON: whole hits; `omitted` counts the rest"
 
 # No string parameter may hold NUL: PostgreSQL cannot take it, even in a query.
 # The NUL check comes after the length limits so that theirs stay pydantic's own messages.
@@ -112,14 +115,9 @@ class SearchRequest(BaseModel):
 
     query: Annotated[
         NulFreeStr,
-        Field(
-            description=f"What to look for, {QUERY_MIN}-{QUERY_MAX} characters. "
-            "A record key (BUG-12) finds that record first."
-        ),
+        Field(description=f"{QUERY_MIN}-{QUERY_MAX} characters; a record's key (BUG-12) finds it first"),
     ]
-    mode: Mode = Field(
-        "hybrid", description="hybrid (default): words and meaning; keyword: words only; semantic: meaning only"
-    )
+    mode: Mode = Field("hybrid", description="hybrid (default): words and meaning; keyword: words; semantic: meaning")
     match_mode: MatchMode = Field(
         "simple",
         description='simple (default): "phrase", or, -word, fields (kind:bug status:open severity:high product:KEY '
@@ -140,6 +138,9 @@ class SearchRequest(BaseModel):
     include_scores: bool = Field(False, description="add each arm's rank and score and the boosts")
     include_content: bool = Field(False, description="add the full text fields of each result")
     detail: Detail = Field("concise", description=DETAIL_HELP)
+    include_facets: bool | None = Field(None, description=FACETS_HELP)
+    include_index: bool | None = Field(None, description=INDEX_HELP)
+    max_tokens: int | None = Field(None, ge=1, description=MAX_TOKENS_HELP)
 
     @field_validator("query")
     @classmethod
@@ -184,21 +185,29 @@ class ScoreDetail(BaseModel):
 
 class Hit(BaseModel):
     """One result. Fields that `detail`, `include_scores` or `include_content`
-    leave empty are left out of the JSON, not sent as null: a concise hit
-    costs about 60 tokens."""
+    leave empty, and a status or severity the record does not have, are left
+    out of the JSON, not sent as null: a concise hit is what an agent needs
+    to choose what to `get` (kind, key, product, title, status, severity,
+    why), about 50 tokens (docs/benchmarks.md)."""
 
     kind: Kind
     key: str
     id: int | None = Field(None, description="the record's id within its kind (full)", exclude_if=_omitted_when_null)
     product: str | None = Field(description="product key")
     title: str
-    status: str | None = None
-    severity: str | None = None
-    created_at: datetime
+    status: str | None = Field(None, exclude_if=_omitted_when_null)
+    severity: str | None = Field(None, exclude_if=_omitted_when_null)
+    why: str = Field(
+        description="why it is here, in a line: the fields and words it matched ('title: renewal; text: ios'), "
+        "'key' (the query is its key), or 'meaning' (close in meaning, no word of the query)"
+    )
+    created_at: datetime | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
     updated_at: datetime | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
     snippet: Snippet | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
     score: float | None = Field(None, description="(full)", exclude_if=_omitted_when_null)
-    rank: int = Field(description="1-based position in the whole result list")
+    rank: int | None = Field(
+        None, description="1-based position in the whole result list (full)", exclude_if=_omitted_when_null
+    )
     scores: ScoreDetail | None = Field(None, exclude_if=_omitted_when_null)
     content: dict[str, str | list[str] | None] | None = Field(None, exclude_if=_omitted_when_null)
 
@@ -253,13 +262,19 @@ class SearchResponse(BaseModel):
     query: str
     mode: Mode = Field(description="the mode actually used (hybrid falls back to keyword without embeddings)")
     match_mode: MatchMode
-    corrected_query: str | None = Field(None, description="set when typo tolerance rewrote the query")
+    corrected_query: str | None = Field(
+        None, description="set when typo tolerance rewrote the query", exclude_if=_omitted_when_null
+    )
     total: int = Field(description="records matching the query and filters")
     total_exact: bool = Field(description="false when total and facets are estimates (very broad queries)")
-    facets: Facets
+    facets: Facets | None = Field(
+        None, description="with include_facets (default: with detail=full)", exclude_if=_omitted_when_null
+    )
     results: list[Hit]
-    next_cursor: str | None = None
-    index: IndexHealth
+    next_cursor: str | None = Field(None, description="continues right after the last hit of `results`")
+    index: IndexHealth | None = Field(
+        None, description="with include_index (default: with detail=full)", exclude_if=_omitted_when_null
+    )
     filters: list[QueryFilter] | None = Field(
         None,
         description="the fields read from a simple query, on top of the filter parameters; left out when none",
@@ -269,6 +284,12 @@ class SearchResponse(BaseModel):
         None,
         description="set when part of the search could not run, by part (semantic): why; the results are "
         "what the rest found (hybrid answers by keyword alone, and `mode` says keyword)",
+        exclude_if=_omitted_when_null,
+    )
+    omitted: int | None = Field(
+        None,
+        description="with max_tokens: hits of this page (of `limit`) left out to keep within it; "
+        "next_cursor goes on from the last hit given",
         exclude_if=_omitted_when_null,
     )
 
@@ -289,16 +310,25 @@ class SimilarRequest(BaseModel):
     include_scores: bool = Field(False, description="add each arm's rank and score")
     include_content: bool = Field(False, description="add the full text fields of each result")
     detail: Detail = Field("concise", description=DETAIL_HELP)
+    include_facets: bool | None = Field(None, description=FACETS_HELP)
+    include_index: bool | None = Field(None, description=INDEX_HELP)
+    max_tokens: int | None = Field(None, ge=1, description=MAX_TOKENS_HELP)
 
 
 class GetRequest(BaseModel):
-    """Whole records by key."""
+    """Whole records by key (with max_tokens, as many whole records as fit: search.budget)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    keys: list[Key] = Field(min_length=1, max_length=KEYS_MAX, description=f"record keys, like BUG-12; 1-{KEYS_MAX}")
+    keys: list[Key] = Field(min_length=1, max_length=KEYS_MAX, description="record keys, like BUG-12")
     include_content: bool = Field(True, description="add the full text fields (and a bug's raw_data)")
     include_related: bool = Field(True, description="add related records (product, feature, tests, bugs)")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="the most tokens (cl100k_base) the answer's JSON may take: whole records in the order asked, "
+        "`omitted` lists the keys of the rest",
+    )
 
 
 class TimelineRequest(BaseModel):
@@ -316,11 +346,13 @@ class TimelineRequest(BaseModel):
 
 
 class RecordRef(BaseModel):
+    """A record named by another answer. A status or severity it does not have is left out, as in a Hit."""
+
     kind: Kind
     key: str
     title: str
-    status: str | None = None
-    severity: str | None = None
+    status: str | None = Field(None, exclude_if=_omitted_when_null)
+    severity: str | None = Field(None, exclude_if=_omitted_when_null)
     created_at: datetime
     updated_at: datetime
 
@@ -331,21 +363,31 @@ class Related(BaseModel):
 
 
 class Record(RecordRef):
+    """A whole record; what it does not have, or the request did not ask for, is left out."""
+
     id: int = Field(description="the record's id within its kind")
     product: str | None = Field(description="product key")
-    feature: str | None = Field(None, description="feature key")
-    content: dict[str, str | list[str] | None] | None = Field(None, description="the full text fields")
-    raw_data: dict | None = Field(None, description="a bug's raw_data, as imported")
+    feature: str | None = Field(None, description="feature key", exclude_if=_omitted_when_null)
+    content: dict[str, str | list[str] | None] | None = Field(
+        None, description="the full text fields", exclude_if=_omitted_when_null
+    )
+    raw_data: dict | None = Field(None, description="a bug's raw_data, as imported", exclude_if=_omitted_when_null)
     related: dict[str, Related] | None = Field(
         None,
         description="bug: product, feature, test, duplicate_of, duplicates; test: product, feature, bugs; "
         "feature: product, tests, open_bugs, bugs; product: features, tests, open_bugs",
+        exclude_if=_omitted_when_null,
     )
 
 
 class GetResponse(BaseModel):
     records: list[Record] = Field(description="in the order the keys were asked for")
     missing: list[str] = Field(description="keys with no record (or none you may see)")
+    omitted: list[str] | None = Field(
+        None,
+        description="with max_tokens: keys of records left out, whole, to keep within it; ask for them again",
+        exclude_if=_omitted_when_null,
+    )
 
 
 class TimelineResponse(BaseModel):

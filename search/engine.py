@@ -19,6 +19,7 @@ from django.conf import settings
 
 from . import (
     browse,
+    budget,
     cursors,
     db,
     duplicates,
@@ -45,7 +46,7 @@ from .contract import (
 )
 from .embeddings import EmbeddingError, active_model_id, unavailable_reason
 from .health import index_health
-from .query import ParsedQuery, QuerySyntaxError, parse
+from .query import ParsedQuery, QuerySyntaxError, Term, parse
 from .rows import ArmResult
 from .scope import Scope, build_scope
 
@@ -70,6 +71,7 @@ class Found:
     feedback: ArmResult | None = None  # hybrid's second semantic pass
     degraded: dict[str, str] | None = None  # SearchResponse.degraded
     filters: list | None = None  # SearchResponse.filters: the query's fields (search.fields)
+    words: list[Term] | None = None  # the query's words, for each hit's `why`
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -172,6 +174,7 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         feedback=again,
         degraded=degraded,
         filters=fielded.filters,
+        words=_words(parsed, highlight),
     )
     return found, health, highlight
 
@@ -266,8 +269,18 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         semantic_result = semantic.nearest(vector, model_id, scope, semantic_depth, keyword_query)
     candidates = fusion.fuse(keyword_result, semantic_result)
     fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
+    # The words a hit's `why` names: those of the keyword arm's query (the title's and the telling body words).
+    words = parsed.terms if mode != "semantic" else parse(title + " ", "simple").terms
     found = Found(
-        request.key, mode, "simple", candidates, keyword_result, semantic_result, listed=True, degraded=degraded
+        request.key,
+        mode,
+        "simple",
+        candidates,
+        keyword_result,
+        semantic_result,
+        listed=True,
+        degraded=degraded,
+        words=words,
     )
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
 
@@ -279,6 +292,13 @@ def _more_like_this(
     query: body words at least one other record shares (the record has them
     too, so 2), as for a draft (search.duplicates)."""
     return duplicates.more_like_this(title, body, products, shared_by=2)
+
+
+def _words(parsed: ParsedQuery, tsquery: str) -> list[Term]:
+    """The words a hit's `why` names: the query's own (a raw tsquery is one, "the query")."""
+    if parsed.raw is not None:
+        return [Term(text="the query", tsquery=tsquery)] if tsquery else []
+    return parsed.terms
 
 
 def _key_lookup(query: str, scope: Scope) -> int | None:
@@ -324,6 +344,12 @@ def _ordered(found: Found) -> list[fusion.Candidate]:
     return sorted(found.candidates.values(), key=lambda c: (-c.score, c.id))
 
 
+def included(request: SearchRequest | SimilarRequest, part: str) -> bool:
+    """Whether the response carries `part` (facets, index): as asked, else with detail=full only."""
+    asked = getattr(request, f"include_{part}")
+    return asked if asked is not None else request.detail == "full"
+
+
 def _respond(request: SearchRequest | SimilarRequest, found: Found, health, highlight: str) -> SearchResponse:
     total, exact, counts = _match_set(found)
     ordered = _ordered(found)
@@ -333,40 +359,89 @@ def _respond(request: SearchRequest | SimilarRequest, found: Found, health, high
         score, doc_id = cursors.decode(request.cursor, owner)
         start = next((i for i, c in enumerate(ordered) if (-c.score, c.id) > (-score, doc_id)), len(ordered))
     page = ordered[start : start + request.limit]
-    next_cursor = None
-    if page and ordered[start + request.limit :]:
-        next_cursor = cursors.encode(owner, page[-1].score, page[-1].id)
-    return SearchResponse(
-        query=found.query,
-        mode=found.mode,
-        match_mode=found.match_mode,
-        corrected_query=found.corrected,
-        total=max(total, len(ordered)) if exact else total,
-        total_exact=exact,
-        facets=facets.response(counts),
-        results=_hits(request, page, start, highlight, found.sort),
-        next_cursor=next_cursor,
-        index=health,
-        filters=found.filters or None,
-        degraded=found.degraded,
-    )
+    more_after_page = bool(page and ordered[start + request.limit :])
+    hits = _hits(request, page, start, highlight, found)
+    facet_counts = facets.response(counts) if included(request, "facets") else None
+
+    def answer(given: int) -> SearchResponse:
+        """The response with the page's first `given` hits; a budget may leave out the rest."""
+        next_cursor = None
+        if given < len(hits):
+            last = hits[given - 1][0]
+            next_cursor = cursors.encode(owner, last.score, last.id)
+        elif more_after_page:
+            next_cursor = cursors.encode(owner, page[-1].score, page[-1].id)
+        return SearchResponse(
+            query=found.query,
+            mode=found.mode,
+            match_mode=found.match_mode,
+            corrected_query=found.corrected,
+            total=max(total, len(ordered)) if exact else total,
+            total_exact=exact,
+            facets=facet_counts,
+            results=[hit for _, hit in hits[:given]],
+            next_cursor=next_cursor,
+            index=health if included(request, "index") else None,
+            filters=found.filters or None,
+            degraded=found.degraded,
+            omitted=len(hits) - given if given < len(hits) else None,
+        )
+
+    if request.max_tokens is None:
+        return answer(len(hits))
+    return budget.fit(answer, len(hits), request.max_tokens, "hit")
 
 
-def _hits(request, page: list[fusion.Candidate], start: int, highlight: str, sort: str) -> list[Hit]:
+def _hits(request, page: list[fusion.Candidate], start: int, highlight: str, found: Found) -> list[tuple]:
+    """(candidate, Hit) for each record of the page that still exists."""
     if not page:
         return []
     full = request.detail == "full"
-    documents = snippets.page_documents([c.id for c in page], with_fields=full or request.include_content)
+    words = found.words or []
+    documents = snippets.page_documents(
+        [c.id for c in page], with_fields=full or request.include_content, words=[w.match for w in words]
+    )
     built = snippets.build(documents, highlight) if full else {}
     # A record deleted since it was ranked is left out: the page shows what still exists.
     return [
-        _hit(request, documents[candidate.id], candidate, start + offset + 1, built.get(candidate.id), sort)
+        (
+            candidate,
+            _hit(
+                request,
+                documents[candidate.id],
+                candidate,
+                start + offset + 1,
+                built.get(candidate.id),
+                found.sort,
+                # A query of fields alone (a listing) has no words: the fields are why.
+                "fields"
+                if found.words is None and found.filters
+                else _why(documents[candidate.id], words, candidate.id == found.key_match),
+            ),
+        )
         for offset, candidate in enumerate(page)
         if candidate.id in documents
     ]
 
 
-def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: str) -> Hit:
+WHY_WORDS = 3  # words a `why` names at most
+
+
+def _why(doc: snippets.PageDocument, words: list[Term], key_match: bool) -> str:
+    """One line on why the record is a hit: the query is its key; or which of the query's words it
+    holds, in its title and elsewhere ("title: renewal, spinner; text: ios"); or none of them:
+    it is close in meaning."""
+    if key_match:
+        return "key"
+    held = list(zip(words, doc.in_title, doc.anywhere, strict=True))
+    in_title = list(dict.fromkeys(word.text for word, title, _ in held if title))[:WHY_WORDS]
+    elsewhere = list(dict.fromkeys(word.text for word, _, anywhere in held if anywhere and word.text not in in_title))
+    elsewhere = elsewhere[: WHY_WORDS - len(in_title)]
+    parts = [f"{field}: {', '.join(found)}" for field, found in (("title", in_title), ("text", elsewhere)) if found]
+    return "; ".join(parts) or "meaning"
+
+
+def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: str, why: str) -> Hit:
     full = request.detail == "full"
     scores = None
     if request.include_scores:
@@ -387,11 +462,12 @@ def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: st
         title=doc.title,
         status=doc.status,
         severity=doc.severity,
-        created_at=doc.created_at,
+        why=why,
+        created_at=doc.created_at if full else None,
         updated_at=doc.updated_at if full else None,
         snippet=snippet,
         score=(round(candidate.score, 6) if sort == "relevant" else 0.0) if full else None,
-        rank=rank,
+        rank=rank if full else None,
         scores=scores,
         content=doc.fields if request.include_content else None,
     )

@@ -11,7 +11,7 @@ from django.db.models.functions import Upper
 from backlog.access import visible
 from backlog.models import Bug, Feature, Product
 
-from . import snippets
+from . import budget, snippets
 from .contract import (
     RELATED_MAX,
     GetRequest,
@@ -66,7 +66,15 @@ def get(request: GetRequest, user) -> GetResponse:
         )
         for row in found
     ]
-    return GetResponse(records=records, missing=[k for k in wanted if k.upper() not in rows])
+    missing = [k for k in wanted if k.upper() not in rows]
+
+    def answer(given: int) -> GetResponse:
+        omitted = [record.key for record in records[given:]] or None
+        return GetResponse(records=records[:given], missing=missing, omitted=omitted)
+
+    if request.max_tokens is None:
+        return answer(len(records))
+    return budget.fit(answer, len(records), request.max_tokens, "record")
 
 
 def _relations(row: dict) -> dict[str, Q]:

@@ -85,8 +85,8 @@ def export(params: Mapping[str, Any], user=None, link: Callable[[str], str] | No
 
 
 def health(user=None) -> IndexHealth:
-    """The index's health as `user` may see it (None: all records), as every
-    search response carries it (the dashboard, `serve`)."""
+    """The index's health as `user` may see it (None: all records), as a search
+    response carries it when asked (the dashboard, `serve`)."""
     with db.reading():
         return index_health(access_scope(user).products)
 

@@ -8,7 +8,7 @@ offsets, so no markup ever travels: surfaces escape the text and draw the
 highlights themselves.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import db
 from .contract import Highlight, Snippet
@@ -42,19 +42,30 @@ class PageDocument:
     created_at: object
     updated_at: object
     fields: dict
+    # For each of page_documents' `words`: whether the title holds it, whether the record does.
+    in_title: list[bool] = field(default_factory=list)
+    anywhere: list[bool] = field(default_factory=list)
 
 
-def page_documents(ids: list[int], with_fields: bool = True) -> dict[int, PageDocument]:
-    """The page's rows; with `with_fields`, each record's text fields too
-    (for snippets and include_content), read from its own table."""
+def page_documents(ids: list[int], with_fields: bool = True, words: list[str] = ()) -> dict[int, PageDocument]:
+    """The page's rows, and which of `words` (tsqueries) each holds in its title and at all (for a
+    hit's `why`, from the stored tsvector, whose title lexemes are weighted A); with `with_fields`,
+    each record's text fields too (for snippets and include_content), read from its own table."""
+    checks = [f"%(w{i})s::tsquery" for i in range(len(words))]
+    in_title = ", ".join(f"t.title_vector @@ {check}" for check in checks)
+    anywhere = ", ".join(f"d.search_vector @@ {check}" for check in checks)
     with db.cursor() as cursor:
         cursor.execute(
             "SELECT d.id, d.kind, d.record_id, d.key, p.key, d.title, d.status, d.severity, d.created_at, "
-            "d.updated_at FROM search_document d LEFT JOIN backlog_product p ON p.id = d.product_id "
-            "WHERE d.id = ANY(%s)",
-            [ids],
+            f"d.updated_at, ARRAY[{in_title}]::bool[], ARRAY[{anywhere}]::bool[] "
+            "FROM search_document d LEFT JOIN backlog_product p ON p.id = d.product_id "
+            "CROSS JOIN LATERAL (SELECT ts_filter(d.search_vector, '{a}') AS title_vector) t "
+            "WHERE d.id = ANY(%(ids)s)",
+            {"ids": ids, **{f"w{i}": word for i, word in enumerate(words)}},
         )
-        documents = {row[0]: PageDocument(*row, fields={}) for row in cursor.fetchall()}
+        documents = {
+            row[0]: PageDocument(*row[:10], fields={}, in_title=row[10], anywhere=row[11]) for row in cursor.fetchall()
+        }
         if not with_fields:
             return documents
         by_kind: dict[str, list[PageDocument]] = {}

@@ -21,6 +21,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import AnonymousUser, Group, Permission, User
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from backlog import access
@@ -44,7 +45,7 @@ LEDGERLY_BUG = {
     "created_at": "2026-02-05T10:00:00+00:00",
 }
 LEDGERLY = {"PRD-2", "FEAT-9", "BUG-30"}
-SEARCH = {"query": "renewal", "mode": "keyword"}
+SEARCH = {"query": "renewal", "mode": "keyword", "include_facets": "true"}
 
 
 @pytest.fixture
@@ -180,6 +181,33 @@ def test_an_inactive_or_anonymous_user_sees_nothing(carol):
 
     assert access.visible_product_ids(carol) == []
     assert access.visible_product_ids(AnonymousUser()) == []
+
+
+def test_a_user_read_with_their_access_sees_what_has_perm_says_without_asking_again(story, carol, tramline_team):
+    """backlog.access.active_user (how the MCP tools read their user on every call) answers from the
+    user's own statement what Django's permission check answers in two more: for the permission held
+    directly, through a group, by a superuser, and not at all; an inactive holder is no active user."""
+    auditors = Group.objects.create(name="Auditors")
+    auditors.permissions.add(Permission.objects.get(codename="access_all_products"))
+    User.objects.create_user("dora").groups.add(auditors)
+    seeing_all_products(User.objects.create_user("erin"))
+    User.objects.create_superuser("root", "root@example.com", "a-long-passphrase")
+    seeing_all_products(User.objects.create_user("frank", is_active=False))
+
+    for name in ("carol", "dora", "erin", "root", "frank"):
+        expected = access.visible_product_ids(User.objects.get(username=name))
+        pk = User.objects.get(username=name).pk
+        with CaptureQueriesContext(connection) as queries:
+            user = access.active_user(pk)
+            seen = access.visible_product_ids(user) if user else None
+
+        if name == "frank":  # inactive: no active user to act as
+            assert user is None and expected == []
+            continue
+        assert seen == expected, name
+        # The user, and for carol the products of her teams: no permission query.
+        assert len(queries) == (2 if name == "carol" else 1), [q["sql"] for q in queries]
+    assert access.visible_product_ids(User.objects.get(username="carol")) == [Product.objects.get(key="PRD-1").id]
 
 
 def test_leaving_a_team_takes_effect_on_the_next_request(carol, tramline_team):

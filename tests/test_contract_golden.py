@@ -57,8 +57,12 @@ REQUESTS = {
     "search-key": "/api/search?query=bug-20&mode=keyword",
     "search-fields": "/api/search?query=renew+kind:bug,test+-severity:low+created:>=2026-01&mode=keyword&detail=full",
     "search-fields-only": "/api/search?query=product:%22tramline+mobile%22+kind:bugs&mode=keyword&sort=recent",
+    "search-facets-and-index-asked": "/api/search?query=renewal&mode=keyword&include_facets=true&include_index=true",
+    "search-within-max-tokens": "/api/search?query=renewal&mode=keyword&max_tokens=150",
+    "similar-full": "/api/similar/BUG-12?mode=keyword&detail=full&limit=2",
     "similar-keyword": "/api/similar/BUG-12?mode=keyword",
     "get-with-related": "/api/records?keys=BUG-12,FEAT-7,NOPE-1",
+    "get-within-max-tokens": "/api/records?keys=TEST-3,BUG-12,FEAT-7&include_related=false&max_tokens=400",
     "timeline": "/api/timeline/BUG-12",
     "error-short-query": "/api/search?query=x",
     "error-bad-mode": "/api/search?query=renewal&mode=fast",
@@ -66,6 +70,7 @@ REQUESTS = {
     "error-unknown-key": "/api/similar/NOPE-9",
     "error-field-value": "/api/search?query=renewal+severity:blocker",
     "error-field-product": "/api/search?query=renewal+product:Tramline",
+    "error-max-tokens-too-small": "/api/search?query=renewal&mode=keyword&max_tokens=40",
 }
 
 

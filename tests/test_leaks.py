@@ -93,7 +93,8 @@ MORE_QUOKKA = [
 # `named` ones name a hidden thing, each with the same question about ZZ-….
 
 SEARCHES = [
-    {"query": query, "mode": mode, "include_scores": "true"}
+    # Facets and the index's counts too (an agent's concise search leaves them out unless asked).
+    {"query": query, "mode": mode, "include_scores": "true", "include_facets": "true", "include_index": "true"}
     for query in ("renewal", "renewal button android", "spinner", "season pass", "renew", "quoka", "BUG")
     for mode in ("keyword", "semantic", "hybrid")
 ] + [

@@ -136,7 +136,7 @@ def embedding_worker(served: Served) -> psutil.Process:
 
 
 def worker_health(served: Served) -> dict | None:
-    return get(served, "/api/search?query=renewal&limit=1").body["index"]["worker"]
+    return get(served, "/api/search?query=renewal&limit=1&include_index=true").body["index"]["worker"]
 
 
 def restarted(health: dict | None) -> dict | None:

@@ -5,12 +5,14 @@ keyword fallback while embeddings are missing.
 The corpus: Tramline Mobile (transit tickets) and Ledgerly (invoicing).
 """
 
+import re
 from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
 
 from backlog.services import import_records
+from search import budget
 from search.contract import SearchError, SearchRequest, SimilarRequest
 from search.embeddings import document_text
 from search.engine import search, similar
@@ -305,7 +307,7 @@ def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, s
     settings.SEARCH_EXACT_LIMIT = 1
     settings.SEARCH_SAMPLE_MATCHES = 128  # about 512 matches expected: about the first 64 buckets of 256
 
-    response = run("number", mode="keyword", entities=["bug"])
+    response = run("number", mode="keyword", entities=["bug"], include_facets=True)
 
     # The bugs in the first b buckets, as the index holds them, scaled by 256 / b, for every b.
     with connection.cursor() as cursor:
@@ -538,7 +540,7 @@ def test_exact_title_boost(corpus):
 
 
 def test_facets_and_total_cover_the_whole_match_set(corpus):
-    response = run("renew", mode="keyword", limit=1)
+    response = run("renew", mode="keyword", limit=1, include_facets=True)
 
     assert response.total == 6 and len(response.results) == 1
     kinds = {f.value: f.count for f in response.facets.kind}
@@ -578,7 +580,7 @@ def test_cursor_pages_are_stable_and_complete(corpus):
 
     assert [key for page in pages for key in page] == everything
     assert len(pages) == -(-len(everything) // 3)
-    ranks = [hit.rank for hit in run("renew or invoice", mode="keyword", limit=2, cursor=None).results]
+    ranks = [hit.rank for hit in run("renew or invoice", mode="keyword", limit=2, detail="full").results]
     assert ranks == [1, 2]
 
 
@@ -622,9 +624,61 @@ def test_hits_are_concise_unless_full_detail_is_asked_for(corpus):
     concise = run("forever", mode="keyword").model_dump(mode="json")["results"][0]
     full = run("forever", mode="keyword", detail="full").model_dump(mode="json")["results"][0]
 
-    assert list(concise) == ["kind", "key", "product", "title", "status", "severity", "created_at", "rank"]
-    assert {"id", "updated_at", "snippet", "score"} <= set(full) and "scores" not in full
+    assert list(concise) == ["kind", "key", "product", "title", "status", "severity", "why"]
+    assert {"id", "created_at", "updated_at", "snippet", "score", "rank"} <= set(full) and "scores" not in full
     assert {k: full[k] for k in concise} == concise
+
+
+def test_a_hit_says_why_it_is_there(embedded):
+    """The words it holds in its title and elsewhere (as typed, three at most), its key, or meaning only."""
+    whys = {hit.key: hit.why for hit in run("renewal spinner", mode="keyword").results}
+    by_meaning = {hit.key: hit.why for hit in run("app crashes when paying", mode="semantic", limit=100).results}
+
+    assert whys["BUG-1"] == "title: renewal; text: spinner"
+    assert whys["BUG-2"] == "title: spinner; text: renewal"
+    assert run("BUG-2", mode="keyword").results[0].why == "key"
+    assert by_meaning["BUG-3"] == "meaning"  # Map tiles load slowly: none of the words
+    assert run("renew tapping spinner forever", mode="keyword").results[0].why == "title: renew; text: tapping, spinner"
+
+
+def test_facets_and_index_come_with_full_detail_or_when_asked(corpus):
+    concise = run("renew", mode="keyword").model_dump(mode="json")
+    asked = run("renew", mode="keyword", include_facets=True)
+    full = run("renew", mode="keyword", detail="full", include_index=False)
+
+    assert "facets" not in concise and "index" not in concise and "corrected_query" not in concise
+    assert asked.facets.kind and asked.index is None
+    assert full.facets.kind and full.index is None
+
+
+def test_max_tokens_fills_the_page_with_whole_hits_and_pages_on_from_the_last(corpus):
+    whole = run("renew or invoice or checkout", mode="keyword", limit=10)
+    within = run("renew or invoice or checkout", mode="keyword", limit=10, max_tokens=200)
+    rest = run("renew or invoice or checkout", mode="keyword", limit=10, cursor=within.next_cursor)
+
+    assert budget.tokens(within) <= 200 < budget.tokens(whole)
+    assert 0 < len(within.results) < len(whole.results)
+    assert within.omitted == len(whole.results) - len(within.results) and whole.omitted is None
+    assert keys(within) + keys(rest) == keys(run("renew or invoice or checkout", mode="keyword", limit=100))
+    # One hit more would not have fitted.
+    assert budget.tokens(run("renew or invoice or checkout", mode="keyword", limit=len(within.results) + 1)) > 200
+
+
+def test_a_budget_too_small_for_one_hit_is_refused_with_the_size_it_needs(corpus):
+    with pytest.raises(SearchError, match=r"max_tokens: 30 is too small for the first hit .* send max_tokens=\d+"):
+        run("renew", mode="keyword", max_tokens=30)
+    needed = int(re.search(r"max_tokens=(\d+) or more", str(_refusal(30))).group(1))
+
+    assert len(run("renew", mode="keyword", max_tokens=needed).results) == 1
+    nothing = run("renew", mode="keyword", entities=["feature"], severity=["low"], max_tokens=1)
+    assert nothing.results == [] and nothing.omitted is None  # no hit to cut: answered as it is
+
+
+def _refusal(max_tokens):
+    try:
+        run("renew", mode="keyword", max_tokens=max_tokens)
+    except SearchError as error:
+        return error
 
 
 def test_include_content_and_scores(corpus):
@@ -657,7 +711,7 @@ def test_invalid_requests_say_what_to_send(options, message):
 
 
 def test_hybrid_falls_back_to_keyword_without_embeddings(corpus):
-    response = run("renewal")
+    response = run("renewal", include_index=True)
 
     assert response.mode == "keyword"
     assert response.index.embedded == 0 and response.index.coverage == 0
@@ -675,7 +729,7 @@ def test_semantic_finds_meaning_without_shared_words(embedded):
 
 
 def test_hybrid_fuses_both_arms(embedded):
-    response = run("tax amount wrong on exported invoice", include_scores=True)
+    response = run("tax amount wrong on exported invoice", include_scores=True, include_index=True)
 
     assert response.mode == "hybrid" and response.index.coverage == 1.0
     assert keys(response)[0] == "BUG-5"
@@ -700,7 +754,7 @@ FILTERED = [
 @pytest.mark.parametrize("mode", ["semantic", "hybrid"])
 @pytest.mark.parametrize("filters, allowed", FILTERED)
 def test_filters_are_inside_the_semantic_arm(embedded, mode, filters, allowed):
-    response = run("app crashes when paying", mode=mode, limit=100, include_scores=True, **filters)
+    response = run("app crashes when paying", mode=mode, limit=100, include_scores=True, include_facets=True, **filters)
 
     assert set(keys(response)) == allowed
     assert response.total == len(allowed)
@@ -792,7 +846,7 @@ def test_a_large_index_recounts_its_coverage_without_making_a_search_wait(monkey
 def test_records_without_vectors_still_rank_by_keyword(embedded):
     import_records(jsonl(bug("BUG-8", "Renewal receipt email never arrives", day=12)).splitlines())
 
-    response = run("renewal receipt")
+    response = run("renewal receipt", include_index=True)
 
     assert response.mode == "hybrid"
     assert keys(response)[0] == "BUG-8"  # keyword only, with the semantic share of its keyword rank
@@ -809,7 +863,7 @@ def test_similar_finds_the_duplicate(embedded):
 
 
 def test_a_key_no_words_match_is_counted_and_faceted(tramline):
-    response = run("TEST-3", mode="keyword")
+    response = run("TEST-3", mode="keyword", include_facets=True)
 
     assert keys(response) == ["TEST-3"]
     assert response.total == 1
@@ -856,7 +910,7 @@ def test_similar_puts_a_record_with_the_very_same_title_first(db):
 
 
 def test_a_similar_list_counts_and_facets_itself(embedded):
-    response = similar(SimilarRequest(key="BUG-4", limit=100))
+    response = similar(SimilarRequest(key="BUG-4", limit=100, include_facets=True))
     listed = keys(response)
 
     assert response.total == len(listed) and response.total_exact

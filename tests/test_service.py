@@ -6,10 +6,13 @@ one SearchError that names the parameter.
 The corpus is the Tramline story of conftest.py, plus two later bugs.
 """
 
+import re
+
 import pytest
 from django.http import QueryDict
 
 from search import service
+from search.budget import tokens
 from search.contract import NotFound, SearchError
 
 from .conftest import TRAMLINE, jsonl
@@ -126,12 +129,38 @@ def test_get_returns_whole_records_in_the_order_asked_with_their_relations(story
     # Newest first; BUG-13 is later than BUG-12, and both are open.
     assert [r["key"] for r in feature["related"]["open_bugs"]["items"]] == ["BUG-13", "BUG-12"]
     assert feature["related"]["open_bugs"]["total"] == 2
-    assert feature["raw_data"] is None
+    assert "raw_data" not in feature and "severity" not in feature  # what a record does not have is left out
 
 
 def test_get_can_leave_out_content_and_relations(story):
     record = service.call("get", {"keys": ["BUG-12"], "include_content": False, "include_related": False})["records"][0]
-    assert record["content"] is None and record["raw_data"] is None and record["related"] is None
+    assert not {"content", "raw_data", "related"} & set(record)
+
+
+def test_get_within_max_tokens_gives_whole_records_in_order_and_names_the_rest(story):
+    """A budget keeps whole records, as many as fit in the order asked; the rest are named, not cut."""
+    whole = service.call("get", {"keys": ["BUG-12", "FEAT-7", "TEST-3"]})
+    first_two = service.call("get", {"keys": ["BUG-12", "FEAT-7"]})
+    room = tokens(first_two) + 15  # and the keys missing and omitted
+    within = service.call("get", {"keys": ["BUG-12", "FEAT-7", "TEST-3", "NOPE-1"], "max_tokens": room})
+
+    assert [r["key"] for r in within["records"]] == ["BUG-12", "FEAT-7"]
+    assert within["records"] == first_two["records"]  # whole records, not shortened ones
+    assert within["omitted"] == ["TEST-3"] and within["missing"] == ["NOPE-1"]
+    assert tokens(within) <= room < tokens(whole)
+    assert "omitted" not in whole
+
+
+def test_get_refuses_a_budget_too_small_for_the_first_record_and_says_what_it_needs(story):
+    alone = tokens(service.call("get", {"keys": ["BUG-12"]}))
+
+    with pytest.raises(SearchError, match=r"send max_tokens=(\d+) or more") as refused:
+        service.call("get", {"keys": ["BUG-12", "FEAT-7"], "max_tokens": alone - 1})
+    needed = int(re.search(r"max_tokens=(\d+) or more", str(refused.value)).group(1))
+    answer = service.call("get", {"keys": ["BUG-12", "FEAT-7"], "max_tokens": needed})
+
+    assert needed > alone  # the first record, and the key it leaves out
+    assert [r["key"] for r in answer["records"]] == ["BUG-12"] and answer["omitted"] == ["FEAT-7"]
 
 
 def test_timeline_walks_the_feature_then_falls_back_to_the_product(story):

@@ -162,7 +162,7 @@ def test_results_are_in_the_page_in_the_contracts_order(as_alice, corpus):
     response = as_alice.get("/search/?query=renewal&entities=bug")
     html = response.content.decode()
 
-    expected = service.call("search", QueryDict("query=renewal&entities=bug"))
+    expected = service.call("search", QueryDict("query=renewal&entities=bug&include_facets=true"))
     assert response.status_code == 200
     assert result_keys(html) == [hit["key"] for hit in expected["results"]]
     assert len(result_keys(html)) > 5

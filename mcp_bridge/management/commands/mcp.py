@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from mcp_bridge import stdio
 from mcp_bridge.server import build_server
 
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, transport, host, port, user, **options):
         if transport == "stdio":
-            build_server(user=self.user(user) if user else None).run("stdio")
+            stdio.serve(build_server(user=self.user(user) if user else None))
             return
         if user:
             raise CommandError("--user is for stdio; over HTTP each request acts as its bearer token's user.")
