@@ -260,7 +260,7 @@ def test_fields_are_never_highlighted_nor_corrected(backlog):
 @pytest.mark.parametrize("mode", ["keyword", "hybrid", "semantic"])
 @pytest.mark.parametrize("sort", ["relevant", "recent"])
 def test_a_query_of_fields_alone_lists_what_they_keep_newest_first(backlog, mode, sort):
-    response = search(SearchRequest(query="severity:critical", mode=mode, sort=sort))
+    response = search(SearchRequest(query="severity:critical", mode=mode, sort=sort, include_facets=True))
 
     assert [hit.key for hit in response.results] == ["BUG-6", "BUG-4", "BUG-3"]
     assert (response.total, response.total_exact, response.mode) == (3, True, mode)
