@@ -24,7 +24,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 # isort: split
 
 from django.db import connection
-from search_bench import percentile, prewarm
+from search_bench import kept_database, percentile, prewarm
 
 from search import duplicates, engine, keyword, semantic
 from search import statistics as corpus_statistics
@@ -56,7 +56,7 @@ def main() -> None:
         help="instead: similar() on the same bugs, its keyword arm as now and as keyword.arm ranked it before",
     )
     args = parser.parse_args()
-    connection.settings_dict["NAME"] = "test_bench_search" + ("" if args.records == 100_000 else f"_{args.records}")
+    connection.settings_dict["NAME"] = kept_database(args.records)
     print(f"# {prewarm()}")
     with connection.cursor() as cursor:
         # Bugs spread over the table, by a fixed stride: the same drafts every run.

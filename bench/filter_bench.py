@@ -23,7 +23,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 # isort: split
 
 from django.db import connection
-from search_bench import FILTER, QUERIES, percentile, prewarm
+from search_bench import FILTER, QUERIES, kept_database, percentile, prewarm
 
 from search import engine
 from search.contract import SearchRequest
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="keyword,hybrid")
     args = parser.parse_args()
-    connection.settings_dict["NAME"] = "test_bench_search" + ("" if args.records == 100_000 else f"_{args.records}")
+    connection.settings_dict["NAME"] = kept_database(args.records)
     print(f"# {prewarm()}")
     provider = get_provider()
     vectors = {query: provider.embed_query(query) for query in QUERIES}

@@ -326,6 +326,12 @@ def ef_sweep(bench_vectors: list[np.ndarray], values: list[int], rounds: int) ->
     return rows
 
 
+def kept_database(records: int, real_vectors: bool = False) -> str:
+    """The database this harness keeps for a size (--keep-db), which the other harnesses read."""
+    name = "test_bench_search_real" if real_vectors else "test_bench_search"
+    return name if records == 100_000 else f"{name}_{records}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -356,9 +362,7 @@ def main() -> None:
     args = parser.parse_args()
 
     # A database per size, so the sizes of a growth chart can be kept side by side.
-    name = "test_bench_search_real" if args.real_vectors else "test_bench_search"
-    if args.records != 100_000:
-        name += f"_{args.records}"
+    name = kept_database(args.records, args.real_vectors)
     connection.settings_dict["TEST"]["NAME"] = name
     # Not serialized: Django copies a test database's every row into memory
     # for TransactionTestCase, gigabytes at a million records.

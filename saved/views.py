@@ -30,21 +30,21 @@ def create(request):
     except SearchError as exc:
         context = {"error": str(exc), "heading": "This search cannot be saved", "back": reverse("ui:search")}
         return render(request, "ui/error.html", context, status=exc.status)
-    form = SavedSearchForm(request.POST or None, instance=saved)
-    if request.method == "POST" and form.is_valid():
-        form.save()
-        messages.success(request, f"Saved “{saved.name}”: the dashboard shows what is new in it.")
-        return redirect("ui:dashboard")
-    return render(request, "saved/form.html", {"form": form, "saved": saved, "search_url": search_url(saved)})
+    return _form(request, saved, ": the dashboard shows what is new in it")
 
 
 @staff_required
 def edit(request, pk: int):
     saved = get_object_or_404(SavedSearch, pk=pk, owner=request.user)
+    return _form(request, saved)
+
+
+def _form(request, saved: SavedSearch, saved_note: str = ""):
+    """The name-and-webhook form of `saved`; saved on a valid POST, then the dashboard."""
     form = SavedSearchForm(request.POST or None, instance=saved)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, f"Saved “{saved.name}”.")
+        messages.success(request, f"Saved “{saved.name}”{saved_note}.")
         return redirect("ui:dashboard")
     return render(request, "saved/form.html", {"form": form, "saved": saved, "search_url": search_url(saved)})
 

@@ -107,6 +107,14 @@ class SemanticUnavailable(SearchError):
     retry_after = 30
 
 
+def trimmed_query(value: str) -> str:
+    """A search's query, or a draft's title: QUERY_MIN-QUERY_MAX characters once trimmed."""
+    value = value.strip()
+    if not QUERY_MIN <= len(value) <= QUERY_MAX:
+        raise ValueError(f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces; got {len(value)}")
+    return value
+
+
 class SearchRequest(BaseModel):
     """One search. The same names on every surface (REST query string, MCP
     tool arguments, the staff UI's URL)."""
@@ -142,13 +150,7 @@ class SearchRequest(BaseModel):
     include_index: bool | None = Field(None, description=INDEX_HELP)
     max_tokens: int | None = Field(None, ge=1, description=MAX_TOKENS_HELP)
 
-    @field_validator("query")
-    @classmethod
-    def _query_length(cls, value: str) -> str:
-        value = value.strip()
-        if not QUERY_MIN <= len(value) <= QUERY_MAX:
-            raise ValueError(f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces; got {len(value)}")
-        return value
+    _query_length = field_validator("query")(trimmed_query)
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -435,13 +437,7 @@ class DuplicateCheckRequest(BaseModel):
     )
     include_scores: bool = Field(False, description="add each arm's rank and score")
 
-    @field_validator("title")
-    @classmethod
-    def _title_length(cls, value: str) -> str:
-        value = value.strip()
-        if not QUERY_MIN <= len(value) <= QUERY_MAX:
-            raise ValueError(f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces; got {len(value)}")
-        return value
+    _title_length = field_validator("title")(trimmed_query)
 
     def body(self) -> str:
         """The draft's text after its title, as a stored bug's body is made

@@ -28,7 +28,6 @@ from .contract import (
     DuplicateCheckRequest,
     DuplicateCheckResponse,
     DuplicateWhy,
-    ScoreDetail,
     SemanticUnavailable,
 )
 from .embeddings import EmbeddingError, active_model_id, document_text, unavailable_reason
@@ -56,6 +55,7 @@ class Ranked:
     mode: str
     terms: list[Term]  # the keyword query's terms, most telling (rarest) first
     idf: dict[str, float]  # a term's tsquery -> its idf
+    in_title: set[str]  # the tsqueries of the draft's title words
     vector: object = None  # the draft's vector, when the semantic arm ran
     degraded: dict[str, str] | None = None
 
@@ -89,7 +89,7 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     if mode in ("hybrid", "semantic"):
         # The model reads the draft while the database ranks its words.
         embedding = _EMBEDDER.submit(semantic.query_vector, document_text(title, body)[:EMBED_CHARS])
-    parsed, (n, df) = more_like_this(title, body, scope.products, shared_by)
+    parsed, (n, df), in_title = more_like_this(title, body, scope.products, shared_by)
     terms = sorted(parsed.terms, key=lambda t: df[t.tsquery])
     idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
     keyword_result = semantic_result = None
@@ -109,7 +109,7 @@ def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, share
     fusion.boost(candidates, title, None, hybrid=bool(keyword_result and semantic_result))
     ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
     vector = semantic_result.vector if semantic_result else None
-    return Ranked(ordered, mode, terms, idf, vector, degraded)
+    return Ranked(ordered, mode, terms, idf, in_title, vector, degraded)
 
 
 def keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, float]) -> ArmResult:
@@ -131,9 +131,9 @@ def keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dic
 
 def more_like_this(
     title: str, body: str, products: tuple[int, ...] | None, shared_by: int
-) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
+) -> tuple[ParsedQuery, tuple[float, dict[str, float]], set[str]]:
     """The title's words plus the body's most telling words, as one OR query,
-    and the statistics of its terms.
+    the statistics of its terms, and the title words' tsqueries.
 
     Telling: the rarest body words that at least `shared_by` records have (a
     stored record counts itself: similar() asks for 2; a draft is in no
@@ -148,7 +148,7 @@ def more_like_this(
     n, df = statistics.document_frequencies([*title_terms, *body_terms], products)
     shared = sorted((q for q in body_terms if df[q] >= shared_by), key=lambda q: df[q])
     chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:BODY_TERMS]]
-    return ParsedQuery(text=title, groups=[chosen]), (n, df)
+    return ParsedQuery(text=title, groups=[chosen]), (n, df), set(title_terms)
 
 
 # -- why, and how likely ------------------------------------------------------------------------
@@ -159,8 +159,7 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
         return []
     rows = _page_rows([c.id for c in page], ranked)
     wanted = fusion.normalize_title(title)
-    in_draft_title = _title_lexemes(title)
-    title_idf = sum(ranked.idf[t.tsquery] for t in ranked.terms if t.tsquery in in_draft_title) or 1.0
+    title_idf = sum(ranked.idf[t.tsquery] for t in ranked.terms if t.tsquery in ranked.in_title) or 1.0
     results = []
     for candidate in page:
         row = rows.get(candidate.id)
@@ -168,7 +167,7 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
             continue
         shared = [t for t in ranked.terms if t.tsquery in row["shared"]]
         in_title = sum(
-            ranked.idf[t.tsquery] for t in shared if t.tsquery in in_draft_title and t.tsquery in row["title_shared"]
+            ranked.idf[t.tsquery] for t in shared if t.tsquery in ranked.in_title and t.tsquery in row["title_shared"]
         )
         same_title = fusion.normalize_title(row["title"]) == wanted
         similarity = row["similarity"]
@@ -193,14 +192,10 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
                     semantic_similarity=None if similarity is None else round(similarity, 3),
                     same_title=same_title,
                 ),
-                scores=_scores(candidate) if include_scores else None,
+                scores=fusion.score_detail(candidate) if include_scores else None,
             )
         )
     return results
-
-
-def _title_lexemes(title: str) -> set[str]:
-    return {t.tsquery for t in parse(title + " ", "simple").units}
 
 
 def _confidence(similarity: float | None, title_overlap: float, same_title: bool) -> float:
@@ -209,9 +204,9 @@ def _confidence(similarity: float | None, title_overlap: float, same_title: bool
     words in the bug's title."""
     if same_title:
         return 1.0
-    semantic_part = 0.0 if similarity is None else min(max((similarity - 0.3) / 0.6, 0.0), 1.0)
     if similarity is None:
         return title_overlap
+    semantic_part = min(max((similarity - 0.3) / 0.6, 0.0), 1.0)
     return 1 - math.sqrt((1 - semantic_part) * (1 - title_overlap))
 
 
@@ -224,24 +219,12 @@ def band(confidence: float) -> str:
     return next((name for name, floor in BANDS if confidence >= floor), "low")
 
 
-def _scores(candidate: fusion.Candidate) -> ScoreDetail:
-    return ScoreDetail(
-        keyword_rank=candidate.keyword_rank,
-        keyword_score=candidate.keyword_score,
-        semantic_rank=candidate.semantic_rank,
-        semantic_score=candidate.semantic_score,
-        boosts=candidate.boosts,
-    )
-
-
 def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
     """The page's bugs: their fields, which of the draft's terms each has (in
     all its text and in its title) and its cosine similarity to the draft, in
     one statement."""
     terms = [t.tsquery for t in ranked.terms]
-    literal = None
-    if ranked.vector is not None:
-        literal = "[" + ",".join(f"{x:.6f}" for x in ranked.vector) + "]"
+    literal = None if ranked.vector is None else semantic.vector_literal(ranked.vector)
     with db.cursor() as cursor:
         cursor.execute(
             """
@@ -263,7 +246,7 @@ def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
         columns = (
             "record_id key title product feature status severity created_at duplicate_of shared title_shared similarity"
         ).split()
-        return {
-            row[0]: {**dict(zip(columns, row[1:], strict=True)), "shared": set(row[10]), "title_shared": set(row[11])}
-            for row in cursor.fetchall()
-        }
+        rows = {row[0]: dict(zip(columns, row[1:], strict=True)) for row in cursor.fetchall()}
+    for row in rows.values():
+        row["shared"], row["title_shared"] = set(row["shared"]), set(row["title_shared"])
+    return rows

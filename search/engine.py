@@ -37,7 +37,6 @@ from .contract import (
     Hit,
     IndexHealth,
     NotFound,
-    ScoreDetail,
     SearchError,
     SearchRequest,
     SearchResponse,
@@ -258,7 +257,8 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         mode, degraded = "keyword", {"semantic": why}
     keyword_result = semantic_result = None
     if mode in ("hybrid", "keyword"):
-        parsed, (n, df) = _more_like_this(title, body, scope.products)
+        # Body words at least one other record shares (the record has them too, so 2).
+        parsed, (n, df), _ = duplicates.more_like_this(title, body, scope.products, shared_by=2)
         # Its own list is the answer (counted and faceted as listed): the arm
         # need not estimate a total or facets of the OR query's matches.
         keyword_result = duplicates.keyword_arm(parsed, scope, depth, n, df) if parsed.terms else None
@@ -283,15 +283,6 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         words=words,
     )
     return _respond(request, found, health, keyword_result.query if keyword_result else "")
-
-
-def _more_like_this(
-    title: str, body: str, products: tuple[int, ...] | None
-) -> tuple[ParsedQuery, tuple[float, dict[str, float]]]:
-    """The record's title words plus its most telling body words, as one OR
-    query: body words at least one other record shares (the record has them
-    too, so 2), as for a draft (search.duplicates)."""
-    return duplicates.more_like_this(title, body, products, shared_by=2)
 
 
 def _words(parsed: ParsedQuery, tsquery: str) -> list[Term]:
@@ -443,17 +434,7 @@ def _why(doc: snippets.PageDocument, words: list[Term], key_match: bool) -> str:
 
 def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: str, why: str) -> Hit:
     full = request.detail == "full"
-    scores = None
-    if request.include_scores:
-        scores = ScoreDetail(
-            keyword_rank=candidate.keyword_rank,
-            keyword_score=candidate.keyword_score,
-            semantic_rank=candidate.semantic_rank,
-            semantic_score=candidate.semantic_score,
-            feedback_rank=candidate.feedback_rank,
-            feedback_score=candidate.feedback_score,
-            boosts=candidate.boosts,
-        )
+    scores = fusion.score_detail(candidate) if request.include_scores else None
     return Hit(
         kind=doc.kind,
         key=doc.key,

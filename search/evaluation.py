@@ -85,22 +85,9 @@ class JudgedSet:
         return replace(self, queries=self.queries[:count])
 
 
-# Each linked bug's cluster: the bug its chain of duplicate_of links ends at
-# (its root) and every bug whose chain ends there too. A stored circle (which
-# Bug.clean and the importer refuse) ends the walk instead of looping.
-CLUSTERS_SQL = """
-    WITH RECURSIVE chain(id, at, path) AS (
-        SELECT b.id, b.duplicate_of_id, ARRAY[b.id] FROM backlog_bug b WHERE b.duplicate_of_id IS NOT NULL
-        UNION ALL
-        SELECT c.id, b.duplicate_of_id, c.path || b.id FROM chain c JOIN backlog_bug b ON b.id = c.at
-        WHERE b.duplicate_of_id IS NOT NULL AND NOT b.id = ANY(c.path)
-    ), roots AS (
-        SELECT DISTINCT ON (c.id) c.id, c.at AS root FROM chain c ORDER BY c.id, array_length(c.path, 1) DESC
-    )
-    SELECT b.key, b.title, r.key, p.key
-    FROM roots JOIN backlog_bug b ON b.id = roots.id JOIN backlog_bug r ON r.id = roots.root
-    JOIN backlog_product p ON p.id = b.product_id
-    WHERE %(products)s::text[] IS NULL OR p.key = ANY(%(products)s)
+LINKED_BUGS_SQL = """
+    SELECT b.id, b.key, b.title FROM backlog_bug b JOIN backlog_product p ON p.id = b.product_id
+    WHERE b.duplicate_of_id IS NOT NULL AND (%(products)s::text[] IS NULL OR p.key = ANY(%(products)s))
     ORDER BY b.id
 """
 
@@ -113,17 +100,30 @@ def judged_set_from_links(products: list[str] | None = None) -> JudgedSet:
     Only bugs of `products` (keys) are queries, when given."""
     from django.db import connection
 
+    from backlog.bulk import duplicate_chains
+
     with connection.cursor() as cursor:
-        cursor.execute(CLUSTERS_SQL, {"products": products})
-        rows = cursor.fetchall()
+        cursor.execute(LINKED_BUGS_SQL, {"products": products})
+        linked = cursor.fetchall()
+    links = duplicate_chains([pk for pk, _, _ in linked])  # id -> (key, the id it duplicates)
+
+    def root(pk: int) -> str:
+        """The key of the bug the chain from `pk` ends at (where it repeats, on a stored circle)."""
+        seen = set()
+        while links[pk][1] in links and pk not in seen:
+            seen.add(pk)
+            pk = links[pk][1]
+        return links[pk][0]
+
+    rows = [(key, title, root(pk)) for pk, key, title in linked]
     clusters: dict[str, set[str]] = {}
-    for key, _, root, _ in rows:
-        clusters.setdefault(root, {root}).add(key)
+    for key, _, original in rows:
+        clusters.setdefault(original, {original}).add(key)
     queries, grades, types = [], {}, {}
-    for key, title, root, _ in rows:
+    for key, title, original in rows:
         query = Query(f"link-{key}", title, exclude=frozenset({key}))
         queries.append(query)
-        grades[query.id] = {other: 1 for other in clusters[root] if other != key}
+        grades[query.id] = {other: 1 for other in clusters[original] if other != key}
         types[query.id] = "title"
     name = "duplicate links" + (f" of {', '.join(products)}" if products else "")
     return JudgedSet(name, [], queries, grades, types)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 
+from .contract import ScoreDetail
 from .rows import ArmResult, RowInfo, row_info
 
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
@@ -39,6 +40,19 @@ class Candidate:
     boosts: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
     info: RowInfo | None = None
+
+
+def score_detail(candidate: Candidate) -> ScoreDetail:
+    """What include_scores shows of a candidate: each list's rank and score, and the boosts."""
+    return ScoreDetail(
+        keyword_rank=candidate.keyword_rank,
+        keyword_score=candidate.keyword_score,
+        semantic_rank=candidate.semantic_rank,
+        semantic_score=candidate.semantic_score,
+        feedback_rank=candidate.feedback_rank,
+        feedback_score=candidate.feedback_score,
+        boosts=candidate.boosts,
+    )
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,11 @@ def feedback(result: ArmResult, top_ids: list[int], scope: Scope, depth: int, ke
     return nearest(query, get_provider().model_id, scope, depth, keyword.query if keyword else "", toward=top_ids)
 
 
+def vector_literal(vector) -> str:
+    """A vector as pgvector's text input, for a %s parameter cast to halfvec."""
+    return "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+
+
 def nearest(
     vector, model_id: str, scope: Scope, depth: int, keyword_query: str = "", toward: list[int] | None = None
 ) -> ArmResult:
@@ -94,7 +99,7 @@ def nearest(
     With `keyword_query` (hybrid), `outside_rows` holds the neighbours that
     the keyword arm's match set does not, to be counted and faceted.
     """
-    literal = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+    literal = vector_literal(vector)
     target, toward_sql = "%(vector)s::halfvec", ""
     if toward:
         # The mean of the few vectors read first (a CTE), not avg() over the

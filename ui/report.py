@@ -75,7 +75,7 @@ class ReportForm(forms.Form):
 @permission_required("backlog.add_bug", raise_exception=True)
 def report_bug(request):
     form = ReportForm(request.POST or None, user=request.user)
-    checked = error = None
+    checked = error = draft = None
     if request.method == "POST":
         draft = form.draft()
         if draft:
@@ -98,13 +98,13 @@ def report_bug(request):
                     f"{original} is a bug of {found.product.key}: choose that product to file a duplicate of it.",
                 )
             else:
-                bug = _file(form.cleaned_data, request.user, original)
+                bug = _file(form.cleaned_data, request.user, found)
                 if original:
                     messages.success(request, f"Filed {bug.key} as a duplicate of {original}.")
                     return redirect("ui:record", original)
                 messages.success(request, f"Filed {bug.key}.")
                 return redirect("ui:record", bug.key)
-    context = {"form": form, "checked": checked, "error": error, "draft": form.draft() if form.is_bound else None}
+    context = {"form": form, "checked": checked, "error": error, "draft": draft}
     return render(request, "ui/report.html", context, status=400 if form.errors else 200)
 
 
@@ -112,8 +112,8 @@ def _visible_bug(key: str, user) -> Bug | None:
     return access.visible(Bug.objects.filter(key=key), user).first()
 
 
-def _file(data: dict, user, duplicate_of: str | None) -> Bug:
-    """The new bug, under the next free BUG-<n> key."""
+def _file(data: dict, user, duplicate_of: Bug | None) -> Bug:
+    """The new bug, under the next free BUG-<n> key; closed and linked when `duplicate_of` is given."""
     raw = {name: data[name].strip() for name in RAW_FIELDS if data.get(name, "").strip()}
     if "steps" in raw:
         raw["steps"] = [line.strip() for line in raw["steps"].splitlines() if line.strip()]
@@ -124,10 +124,9 @@ def _file(data: dict, user, duplicate_of: str | None) -> Bug:
         "description": data.get("description", "").strip(),
         "severity": data.get("severity") or None,
         "status": BugStatus.DUPLICATE if duplicate_of else BugStatus.OPEN,
+        "duplicate_of": duplicate_of,
         "raw_data": {**raw, "reported_by": user.get_username(), "reported_in": "staff UI"},
     }
-    if duplicate_of:
-        fields["duplicate_of"] = Bug.objects.get(key=duplicate_of)
     for _ in range(5):  # another report may take the same number at the same moment
         try:
             with transaction.atomic():
