@@ -108,6 +108,7 @@ INSTALLED_APPS = [
     "api",
     "ui",
     "saved",
+    "connectors",
 ]
 
 LOGIN_URL = "ui:login"
@@ -360,6 +361,11 @@ REQUEST_LINE_MAX_BYTES = envint("REQUEST_LINE_MAX_BYTES", 16 * 1024)
 # Searches (search, similar, records, timeline) a user may send over REST,
 # like "600/min" ("off": no limit): a 429 with Retry-After past it (api/throttles.py).
 SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
+
+# Connectors (docs/connectors.md): tries of one request upstream (429, 5xx,
+# network errors), and the longest wait between two, whatever Retry-After asks.
+SYNC_HTTP_ATTEMPTS = envint("SYNC_HTTP_ATTEMPTS", 6)
+SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
 # The throttle's counts, shared by every worker and app server: a table of
 # the database (`createcachetable`, which `serve` runs and tests get).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "django_cache"}}

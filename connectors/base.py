@@ -1,0 +1,117 @@
+"""The one small interface every source implements.
+
+A connector reads; it never writes. `sync.run` asks it, in this order:
+
+- `check()`: are the credentials good and the project there? The product
+  the source feeds, or `UpstreamError` (nothing is written then);
+- `changed(since)`: pages of items updated at or after `since` (None: all),
+  in the order of their `updated` when the API can sort, each page with the
+  checkpoint it is safe to store once the page is written (None when the
+  listing has no order and only its end proves everything before it read);
+- `map(item)`: one upstream item as records of the interchange format
+  (FORMAT.md), or None for an item that is not ours (a pull request);
+- `all_ids()`: every upstream id the source holds now, for the deletion
+  sweep (as few fields as the API allows), and `confirm_gone(ids)` where
+  the API can say why one is missing.
+
+Keys: a record key is the product key and the upstream number
+(`HADOOP-1234`, `SEAMONKEY-77`); features come back as `FeatureRef`s and
+are given keys by the sync, which knows what is already stored.
+"""
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .http import Client
+from .models import Source
+
+
+@dataclass(frozen=True)
+class FeatureRef:
+    """A component, label or section: its upstream id and name."""
+
+    upstream_id: str
+    name: str
+    description: str = ""
+
+
+@dataclass
+class Mapped:
+    """What one upstream item becomes."""
+
+    kind: str  # "bug" or "test"
+    upstream_id: str
+    record: dict  # the interchange record, without feature and duplicate_of
+    updated: datetime | None = None
+    feature: FeatureRef | None = None
+    duplicate_of: str | None = None  # the original's record key
+    extra: list["Mapped"] = field(default_factory=list)  # records it brings along (TestIO: a bug's test)
+
+
+@dataclass
+class Page:
+    items: list[dict]
+    checkpoint: datetime | None = None
+
+
+@dataclass
+class ProductInfo:
+    key: str
+    name: str
+    description: str = ""
+
+
+class SyncError(Exception):
+    """A sync that could not run or finish; the message says why and what to do."""
+
+
+class Connector:
+    kind: str
+    token_required: bool = True
+    #: Environment variables a source of this kind reads by default.
+    user_env: str = ""
+    token_env: str = ""
+
+    def __init__(self, source: Source, user: str | None, token: str):
+        self.source = source
+        self.client = self.make_client(user, token)
+
+    def make_client(self, user: str | None, token: str) -> Client:
+        raise NotImplementedError
+
+    def check(self) -> ProductInfo:
+        raise NotImplementedError
+
+    def changed(self, since: datetime | None) -> Iterator[Page]:
+        raise NotImplementedError
+
+    def map(self, item: dict) -> Mapped | None:
+        raise NotImplementedError
+
+    def all_ids(self) -> set[tuple[str, str]]:
+        """(kind, upstream id) of every item the source holds now."""
+        raise NotImplementedError
+
+    def confirm_gone(self, ids: set[str]) -> dict[str, str]:
+        """Of the upstream ids the listing no longer holds, those really gone, with
+        why; a source that can ask for one item checks (GitHub), others trust the listing."""
+        return {upstream: "not listed" for upstream in ids}
+
+    def mapping(self, name: str, default):
+        """A mapping table: the default, with the source's overrides (Source.mapping[name]) on top."""
+        overrides = (self.source.mapping or {}).get(name)
+        if isinstance(default, dict) and isinstance(overrides, dict):
+            return {**default, **{str(k).lower(): v for k, v in overrides.items()}}
+        return default if overrides is None else overrides
+
+
+def product_key(name: str) -> str:
+    """A product key from a project or repository name: SEAMONKEY for seamonkey."""
+    key = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.").upper()
+    return key[:48] or "PRODUCT"
+
+
+def slug(name: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:limit].strip("-")

@@ -1,0 +1,149 @@
+"""Where records come from: a source (a Jira project, a GitHub repository, a
+TestRail project, a TestIO product), each sync of it, and which record each
+upstream item became.
+
+A source never holds a secret: it names the environment variables that hold
+them (`user_env`, `token_env`), read only when a sync runs. Its state is its
+checkpoint (the high-water mark of upstream `updated` already written), the
+duplicate links still waiting for their original, and what the deletion
+sweep last saw. `SyncedRecord` ties an upstream id to the record key it was
+written under: the sweep deletes what upstream no longer lists, and a moved
+issue (a new key for the same id) replaces its old record.
+"""
+
+from datetime import timedelta
+
+from django.db import models
+from django.utils import timezone
+
+
+class Kind(models.TextChoices):
+    JIRA = "jira", "Jira"
+    GITHUB = "github", "GitHub Issues"
+    TESTRAIL = "testrail", "TestRail"
+    TESTIO = "testio", "TestIO"
+
+
+class Source(models.Model):
+    name = models.CharField(max_length=200, unique=True, help_text="how commands and the dashboard name it")
+    kind = models.CharField(max_length=16, choices=Kind)
+    url = models.URLField(max_length=500, help_text="the site or API base, like https://example.atlassian.net")
+    project = models.CharField(
+        max_length=200,
+        help_text="Jira project key, GitHub OWNER/NAME, TestRail project id, TestIO product id",
+    )
+    product_key = models.CharField(
+        max_length=64, blank=True, help_text="our product's key; empty: from the project (HADOOP, SEAMONKEY)"
+    )
+    query = models.TextField(
+        blank=True,
+        help_text="Jira: JQL ANDed to the project's, like issuetype = Bug; GitHub: labels an issue must have, comma-separated",
+    )
+    mapping = models.JSONField(
+        default=dict, blank=True, help_text="overrides of the default field mapping (docs/connectors.md)"
+    )
+    user_env = models.CharField(
+        max_length=100, blank=True, help_text="environment variable holding the user name or e-mail, if any"
+    )
+    token_env = models.CharField(max_length=100, help_text="environment variable holding the API token")
+    teams = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="sources",
+        help_text="the teams who see this source's product (a sync never gives it others)",
+    )
+    schedule_minutes = models.PositiveIntegerField(
+        default=30, help_text="sync under `serve` every this many minutes; 0: only by hand"
+    )
+    sweep_minutes = models.PositiveIntegerField(
+        default=360, help_text="look for deletions upstream at most this often (a listing of every id)"
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    checkpoint = models.DateTimeField(
+        null=True, blank=True, help_text="items updated up to this time are written; the next sync asks from here"
+    )
+    swept_at = models.DateTimeField(null=True, blank=True)
+    pending_links = models.JSONField(
+        default=dict, blank=True, help_text="duplicate links whose original is not written yet: key -> key"
+    )
+    state = models.JSONField(default=dict, blank=True, help_text="what a source kind keeps between syncs")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["kind", "url", "project"], name="source_once")]
+
+    def __str__(self):
+        return self.name
+
+    def due(self, now=None) -> bool:
+        """Whether a scheduled sync should run now."""
+        if not self.enabled or not self.schedule_minutes:
+            return False
+        last = self.runs.order_by("-started_at").values_list("started_at", flat=True).first()
+        return last is None or (now or timezone.now()) - last >= timedelta(minutes=self.schedule_minutes)
+
+    def overdue(self, now=None) -> bool:
+        """A scheduled source whose last good sync is older than two of its periods."""
+        if not self.enabled or not self.schedule_minutes:
+            return False
+        last = self.runs.filter(status=RunStatus.OK).order_by("-finished_at").values_list("finished_at", flat=True)
+        last = last.first() or self.created_at
+        return (now or timezone.now()) - last > timedelta(minutes=2 * self.schedule_minutes)
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+
+
+class SyncRun(models.Model):
+    """One sync: what it did, and its first errors."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="runs")
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus, default=RunStatus.RUNNING)
+    fetched = models.PositiveIntegerField(default=0, help_text="upstream items read")
+    created = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0, help_text="items that could not be written (see errors)")
+    requests = models.PositiveIntegerField(default=0, help_text="HTTP requests made upstream")
+    swept = models.BooleanField(default=False, help_text="whether this run looked for deletions")
+    errors = models.JSONField(default=list, blank=True, help_text="the first problems, in plain words")
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return f"{self.source} at {self.started_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.finished_at is None else (self.finished_at - self.started_at).total_seconds()
+
+    def summary(self) -> str:
+        took = f"{self.seconds:.1f} s" if self.seconds is not None else "running"
+        return (
+            f"created {self.created}, updated {self.updated}, deleted {self.deleted}, "
+            f"unchanged {self.unchanged}" + (f", skipped {self.skipped}" if self.skipped else "") + f" in {took}"
+        )
+
+
+class SyncedRecord(models.Model):
+    """An upstream item and the record it was written as."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="records")
+    kind = models.CharField(max_length=16)
+    upstream_id = models.CharField(max_length=100)
+    key = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "kind", "upstream_id"], name="synced_record_once"),
+        ]
+        indexes = [models.Index(fields=["source", "kind", "key"], name="synced_record_key")]

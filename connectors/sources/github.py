@@ -1,0 +1,214 @@
+"""GitHub Issues (REST), on github.com or GitHub Enterprise (`--url https://HOST/api/v3`).
+
+`GET /repos/{owner}/{repo}/issues?state=all&since=...&sort=updated&direction=asc`,
+paged by the `Link` header. Pull requests come in the same list (they carry
+a `pull_request` key) and are dropped. An issue closed as a duplicate
+(`state_reason: duplicate`, or a `duplicate` label) gets its original from
+the "Duplicate of #N" comment GitHub itself reads (one request for its
+comments). Labels give severity and feature through a mapping. A deleted,
+transferred or hidden issue leaves the listing; the sweep confirms each
+one (410 deleted, 301 transferred, 404 gone from view) before it deletes.
+"""
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, product_key
+from ..http import Client, UpstreamError, next_link
+from . import common
+
+PAGE_SIZE = 100
+API = "https://api.github.com"
+
+SEVERITY = {
+    "critical": "critical",
+    "blocker": "critical",
+    "p0": "critical",
+    "severity: critical": "critical",
+    "priority: critical": "critical",
+    "high": "high",
+    "major": "high",
+    "p1": "high",
+    "severity: high": "high",
+    "priority: high": "high",
+    "medium": "medium",
+    "p2": "medium",
+    "severity: medium": "medium",
+    "priority: medium": "medium",
+    "low": "low",
+    "minor": "low",
+    "trivial": "low",
+    "p3": "low",
+    "severity: low": "low",
+    "priority: low": "low",
+}
+FEATURE_PREFIXES = ["area:", "area/", "component:", "component/", "comp:", "module:", "feature:", "feature/"]
+REJECTED_LABELS = {"wontfix", "won't fix", "invalid", "not a bug", "cannot reproduce"}
+DUPLICATE_OF = re.compile(r"(?i)\bduplicate\s+of\s+#(\d+)\b")
+TEMPLATE_COMMENTS = re.compile(r"<!--.*?-->", re.S)
+
+
+class GitHub(Connector):
+    kind = "github"
+    token_env = "GITHUB_TOKEN"
+    token_required = False  # public repositories read without one, at 60 requests an hour
+
+    def make_client(self, user, token) -> Client:
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return Client(self.source.url or API, headers=headers)
+
+    @property
+    def repo(self) -> str:
+        return self.source.project.strip().strip("/")
+
+    def check(self) -> ProductInfo:
+        try:
+            repo = self._follow(f"repos/{self.repo}")
+        except UpstreamError as exc:
+            hint = f"check the token in {self.source.token_env or 'GITHUB_TOKEN'} (it needs read access to issues)"
+            raise common.explain(exc, "GitHub", self.repo, hint) from None
+        key = product_key(self.source.product_key or self.repo.split("/")[-1])
+        return ProductInfo(key, repo.get("full_name") or self.repo, repo.get("description") or "")
+
+    def _follow(self, path: str) -> dict:
+        """GET `path`, following one 301 (a renamed repository)."""
+        response = self.client.get(path)
+        if response.status_code in (301, 302, 307) and response.headers.get("Location"):
+            response = self.client.get(response.headers["Location"])
+        return response.json()
+
+    def _issues(self, params: dict) -> Iterator[list[dict]]:
+        labels = ",".join(label.strip() for label in self.source.query.split(",") if label.strip())
+        params = {"state": "all", **params, **({"labels": labels} if labels else {})}
+        return self._pages(f"repos/{self.repo}/issues", params)
+
+    def changed(self, since: datetime | None) -> Iterator[Page]:
+        params = {"sort": "updated", "direction": "asc"}
+        if since is not None:
+            params["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        order = common.Ascending()
+        for issues in self._issues(params):
+            yield Page(issues, order.checkpoint([_time(issue.get("updated_at")) for issue in issues]))
+        if (last := order.at_end()) is not None:
+            yield Page([], last)
+
+    def all_ids(self) -> set[tuple[str, str]]:
+        return {
+            ("bug", str(issue["number"]))
+            for page in self._issues({"sort": "created", "direction": "asc"})
+            for issue in page
+            if "pull_request" not in issue
+        }
+
+    def confirm_gone(self, numbers: set[str]) -> dict[str, str]:
+        """Why each issue the listing no longer holds is gone (deleted,
+        transferred, hidden); one still there is left out (kept)."""
+        gone = {}
+        for number in sorted(numbers, key=int):
+            try:
+                response = self.client.get(f"repos/{self.repo}/issues/{number}")
+            except UpstreamError as exc:
+                if exc.status in (404, 410):
+                    gone[number] = "deleted" if exc.status == 410 else "not found"
+                    continue
+                raise
+            if response.status_code in (301, 302, 307):
+                gone[number] = "transferred"
+            elif "pull_request" in response.json():
+                gone[number] = "a pull request"
+        return gone
+
+    def map(self, issue: dict) -> Mapped | None:
+        if "pull_request" in issue:
+            return None
+        number = issue["number"]
+        product = product_key(self.source.product_key or self.repo.split("/")[-1])
+        key = f"{product}-{number}"
+        labels = [label["name"] if isinstance(label, dict) else str(label) for label in issue.get("labels") or []]
+        lowered = [label.lower() for label in labels]
+        severities = self.mapping("severity", SEVERITY)
+        severity = next((severities[label] for label in lowered if label in severities), None)
+        status = self._status(issue, lowered)
+        record = {
+            "kind": "bug",
+            "key": key,
+            "product": product,
+            "title": common.title(issue.get("title"), key),
+            "description": common.clip(TEMPLATE_COMMENTS.sub("", issue.get("body") or "").strip()),
+            "severity": severity,
+            "status": status,
+            "created_at": common.iso(_time(issue.get("created_at"))),
+            "updated_at": common.iso(_time(issue.get("updated_at"))),
+            "raw_data": self._raw(issue, labels),
+        }
+        return Mapped(
+            kind="bug",
+            upstream_id=str(number),
+            record=common.drop_none(record),
+            updated=_time(issue.get("updated_at")),
+            feature=self._feature(labels),
+            duplicate_of=self._original(issue, product) if status == "duplicate" else None,
+        )
+
+    def _status(self, issue: dict, labels: list[str]) -> str:
+        if issue.get("state") != "closed":
+            return "open"
+        reason = issue.get("state_reason")
+        if reason == "duplicate" or "duplicate" in labels:
+            return "duplicate"
+        if reason == "not_planned" or REJECTED_LABELS & set(labels):
+            return "rejected"
+        return "fixed"
+
+    def _feature(self, labels: list[str]) -> FeatureRef | None:
+        named = self.mapping("feature_labels", {})  # an explicit label -> feature name table
+        prefixes = self.mapping("feature_prefixes", FEATURE_PREFIXES)
+        for label in labels:
+            if label.lower() in named:
+                return FeatureRef(f"label:{label.lower()}", named[label.lower()])
+            for prefix in prefixes:
+                if label.lower().startswith(prefix) and label[len(prefix) :].strip():
+                    return FeatureRef(f"label:{label.lower()}", label[len(prefix) :].strip())
+        return None
+
+    def _original(self, issue: dict, product: str) -> str | None:
+        """The issue this one duplicates, from the last "Duplicate of #N" in its comments."""
+        if not issue.get("comments"):
+            return None
+        found = None
+        try:
+            for comments in self._pages(f"repos/{self.repo}/issues/{issue['number']}/comments"):
+                for comment in comments:
+                    for match in DUPLICATE_OF.finditer(comment.get("body") or ""):
+                        found = match.group(1)
+        except UpstreamError as exc:
+            if exc.status in (404, 410):  # deleted or hidden since it was listed
+                return None
+            raise
+        return f"{product}-{found}" if found and found != str(issue["number"]) else None
+
+    def _pages(self, path: str, params: dict | None = None) -> Iterator[list[dict]]:
+        """The pages of a listing, by its Link header."""
+        response = self.client.get(path, {"per_page": PAGE_SIZE, **(params or {})})
+        while True:
+            yield response.json()
+            url = next_link(response)
+            if not url:
+                return
+            response = self.client.get(url)
+
+    def _raw(self, issue: dict, labels: list[str]) -> dict:
+        raw = common.trimmed({k: v for k, v in issue.items() if k not in ("body", "url", "labels", "user")})
+        raw["labels"] = labels
+        if isinstance(issue.get("user"), dict):
+            raw["user"] = issue["user"].get("login")
+        raw["assignees"] = [a.get("login") for a in issue.get("assignees") or [] if isinstance(a, dict)]
+        raw.pop("assignee", None)
+        return raw
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC) if value else None

@@ -1,0 +1,241 @@
+"""Jira Cloud (REST v3) and Jira Data Center (REST v2).
+
+Cloud: `GET /rest/api/3/search/jql`, paged by `nextPageToken` until
+`isLast` (the old `/rest/api/3/search` answers 410 there), basic auth with
+the account's e-mail and an API token, descriptions in Atlassian Document
+Format. Data Center: `GET /rest/api/2/search`, paged by `startAt` against
+`total`, a personal access token as Bearer, descriptions in wiki markup.
+Which one is read from the credentials: an e-mail means Cloud
+(`mapping.api_version` overrides).
+
+The checkpoint goes into JQL as epoch milliseconds, never as a zone-less
+"yyyy/MM/dd HH:mm": Jira reads those in the searching account's own time
+zone, which is how connectors skip issues (airbyte #48492).
+"""
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, product_key
+from ..http import Client, UpstreamError
+from ..text import adf_to_text, wiki_to_text
+from . import common
+
+PAGE_SIZE = 100
+IDS_PAGE_SIZE = 5000  # ids only: Cloud serves up to 5,000 a page
+FIELDS = [
+    "summary",
+    "description",
+    "environment",
+    "priority",
+    "status",
+    "resolution",
+    "resolutiondate",
+    "components",
+    "issuetype",
+    "project",
+    "labels",
+    "issuelinks",
+    "versions",
+    "fixVersions",
+    "reporter",
+    "assignee",
+    "created",
+    "updated",
+]
+
+SEVERITY = {
+    "blocker": "critical",
+    "highest": "critical",
+    "critical": "critical",
+    "high": "high",
+    "major": "high",
+    "medium": "medium",
+    "normal": "medium",
+    "low": "low",
+    "minor": "low",
+    "lowest": "low",
+    "trivial": "low",
+}
+# Resolution names first (a resolved issue says how), then status categories.
+STATUS = {
+    "duplicate": "duplicate",
+    "fixed": "fixed",
+    "done": "fixed",
+    "resolved": "fixed",
+    "won't fix": "rejected",
+    "won't do": "rejected",
+    "invalid": "rejected",
+    "incomplete": "rejected",
+    "cannot reproduce": "rejected",
+    "not a bug": "rejected",
+    "declined": "rejected",
+    "works as designed": "rejected",
+    "category:new": "open",
+    "category:indeterminate": "accepted",
+    "category:done": "fixed",
+}
+
+
+class Jira(Connector):
+    kind = "jira"
+    user_env = "JIRA_EMAIL"
+    token_env = "JIRA_API_TOKEN"
+    token_required = True
+
+    def make_client(self, user, token) -> Client:
+        self.api = str((self.source.mapping or {}).get("api_version") or ("3" if user else "2"))
+        if user:
+            return Client(self.source.url, auth=(user, token))
+        return Client(self.source.url, headers={"Authorization": f"Bearer {token}"})
+
+    @property
+    def project(self) -> str:
+        return self.source.project.strip()
+
+    def jql(self, since: datetime | None = None, ordered: bool = True) -> str:
+        clauses = [f'project = "{self.project}"']
+        if self.source.query.strip():
+            clauses.append(f"({self.source.query.strip()})")
+        if since is not None:
+            clauses.append(f"updated >= {int(since.timestamp() * 1000)}")
+        return " AND ".join(clauses) + (" ORDER BY updated ASC, key ASC" if ordered else " ORDER BY key ASC")
+
+    def search(self, jql: str, fields: list[str], page_size: int) -> Iterator[list[dict]]:
+        """Pages of issues matching `jql`, by the paging of the API in use."""
+        params = {"jql": jql, "fields": ",".join(fields), "maxResults": page_size}
+        if self.api == "3":
+            while True:
+                body = self.client.get_json("rest/api/3/search/jql", params)
+                yield body.get("issues") or []
+                token = body.get("nextPageToken")
+                if body.get("isLast") or not token:
+                    return
+                params = {**params, "nextPageToken": token}
+        start = 0
+        while True:
+            body = self.client.get_json("rest/api/2/search", {**params, "startAt": start})
+            issues = body.get("issues") or []
+            yield issues
+            start += len(issues)
+            if not issues or start >= body.get("total", 0):
+                return
+
+    def check(self) -> ProductInfo:
+        key = product_key(self.source.product_key or self.project)
+        try:
+            first = next(self.search(self.jql(ordered=False), ["project"], 1), [])
+        except UpstreamError as exc:
+            raise common.explain(exc, "Jira", self.project, self._credentials_hint()) from None
+        name, description = self.project, ""
+        try:  # name and description, where the site lets us read the project
+            project = self.client.get_json(f"rest/api/{self.api}/project/{self.project}")
+            name, description = project.get("name") or name, project.get("description") or ""
+        except UpstreamError:
+            if first:
+                name = (first[0].get("fields") or {}).get("project", {}).get("name") or name
+        return ProductInfo(key, name, description if isinstance(description, str) else "")
+
+    def _credentials_hint(self) -> str:
+        if self.api == "3":
+            return f"check {self.source.user_env or 'JIRA_EMAIL'} and {self.source.token_env or 'JIRA_API_TOKEN'}"
+        return f"check the personal access token in {self.source.token_env or 'JIRA_API_TOKEN'}"
+
+    def changed(self, since: datetime | None) -> Iterator[Page]:
+        order = common.Ascending()
+        for issues in self.search(self.jql(since), FIELDS, PAGE_SIZE):
+            yield Page(issues, order.checkpoint([_time(issue["fields"].get("updated")) for issue in issues]))
+        if (last := order.at_end()) is not None:
+            yield Page([], last)
+
+    def all_ids(self) -> set[tuple[str, str]]:
+        return {("bug", str(issue["id"])) for page in self.search(self.jql(ordered=False), ["id"], IDS_PAGE_SIZE)
+                for issue in page}
+
+    def map(self, issue: dict) -> Mapped:
+        fields = issue.get("fields") or {}
+        key = issue["key"]
+        text = adf_to_text if self.api == "3" else wiki_to_text
+        description = text(fields.get("description"))
+        severity_field = self.mapping("severity_field", "priority")
+        severity = _name(fields.get(severity_field))
+        status = self._status(fields)
+        components = fields.get("components") or []
+        record = {
+            "kind": "bug",
+            "key": key,
+            "product": product_key(self.source.product_key or self.project),
+            "title": common.title(fields.get("summary"), key),
+            "description": common.clip(description),
+            "status": status,
+            "created_at": common.iso(_time(fields.get("created"))),
+            "updated_at": common.iso(_time(fields.get("updated"))),
+            "raw_data": self._raw(issue, fields, text),
+        }
+        if (mapped := self.mapping("severity", SEVERITY).get((severity or "").lower())) is not None:
+            record["severity"] = mapped
+        feature = None
+        if components:
+            first = components[0]
+            feature = FeatureRef(f"component:{first.get('id') or first.get('name')}", first.get("name") or "component",
+                                 first.get("description") or "")
+        return Mapped(
+            kind="bug",
+            upstream_id=str(issue["id"]),
+            record=common.drop_none(record),
+            updated=_time(fields.get("updated")),
+            feature=feature,
+            duplicate_of=self._original(fields.get("issuelinks") or []),
+        )
+
+    def _status(self, fields: dict) -> str:
+        table = self.mapping("status", STATUS)
+        resolution = (_name(fields.get("resolution")) or "").lower()
+        status = fields.get("status") or {}
+        category = ((status.get("statusCategory") or {}).get("key") or "new").lower()
+        for name in (resolution, (status.get("name") or "").lower(), f"category:{category}"):
+            if name and name in table:
+                return table[name]
+        return "open"
+
+    def _original(self, links: list[dict]) -> str | None:
+        """The issue this one duplicates: an outward link of the Duplicate type
+        (by the type's name or id, as sites rename the inward/outward wording),
+        in the same project; the oldest such issue when there are several."""
+        wanted = {str(v).lower() for v in (self.mapping("duplicate_link", ["Duplicate"]) or [])}
+        originals = []
+        for link in links:
+            kind = link.get("type") or {}
+            other = link.get("outwardIssue")
+            if other is None or not ({str(kind.get("name", "")).lower(), str(kind.get("id", ""))} & wanted):
+                continue
+            target = other.get("key", "")
+            if target.upper().startswith(self.project.upper() + "-"):
+                originals.append((int(other.get("id") or 0), target))
+        return min(originals)[1] if originals else None
+
+    def _raw(self, issue: dict, fields: dict, text) -> dict:
+        raw = common.trimmed({name: value for name, value in fields.items() if name != "description"})
+        raw["id"] = str(issue["id"])
+        raw["key"] = issue["key"]
+        environment = fields.get("environment")
+        raw.pop("environment", None)
+        if environment:
+            raw["environment"] = text(environment)
+        for name, field in (self.mapping("raw_fields", {}) or {}).items():  # e.g. {"steps": "customfield_10100"}
+            if fields.get(field) is not None:
+                raw[name] = text(fields[field]) if isinstance(fields[field], dict) else fields[field]
+        return raw
+
+
+def _name(value) -> str | None:
+    if isinstance(value, dict):
+        return value.get("name") or value.get("value")
+    return value if isinstance(value, str) else None
+
+
+def _time(value: str | None) -> datetime | None:
+    """Jira's times (2021-12-16T05:44:40.825-0500), in UTC."""
+    if not value:
+        return None
+    return datetime.fromisoformat(value).astimezone(UTC)

@@ -1,0 +1,415 @@
+"""One sync of one source: read what changed, write it page by page, sweep deletions.
+
+The invariants, in the order they matter:
+
+- A page is written whole or not at all: its records, the bookkeeping of
+  which upstream item each became, the duplicate links still waiting, and
+  the checkpoint, in one transaction. The checkpoint never passes what was
+  written, so a sync that dies (network, 5xx storm, SIGTERM) resumes from
+  the last page it wrote, and upserts by key make reading a page twice
+  harmless (`unchanged`).
+- The next sync asks from the checkpoint minus OVERLAP: trackers store
+  times at a precision (and in a zone) of their own, and an item updated
+  while a page was read must not fall between two syncs.
+- Records are written by `backlog.services.import_records`, the importer
+  of JSON Lines files, so a synced record is validated, upserted and
+  indexed exactly like an imported one.
+- A sync never widens who sees what: a product it creates belongs to the
+  teams set on the source, and a product that existed before keeps its teams.
+- Deletions come only from a complete listing of upstream ids (`all_ids`),
+  and never from an empty one while records are held.
+"""
+
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from backlog.interchange import dumps
+from backlog.models import Bug, Feature, Product, QATest
+from backlog.services import DATABASE_REFUSED, export_selected, import_records
+
+from .base import Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
+from .http import UpstreamError
+from .models import RunStatus, Source, SyncedRecord, SyncRun
+from .sources import connector_class
+
+logger = logging.getLogger(__name__)
+
+OVERLAP = timedelta(minutes=2)
+ERRORS_KEPT = 20
+ITEM_MODELS = {"bug": Bug, "test": QATest}
+
+
+def credentials(source: Source) -> tuple[str | None, str]:
+    """The user (or e-mail) and token the source names, read from the environment now."""
+    token = os.environ.get(source.token_env, "") if source.token_env else ""
+    user = os.environ.get(source.user_env, "") if source.user_env else None
+    cls = connector_class(source.kind)
+    if not token and cls.token_required:
+        raise SyncError(
+            f"{source.token_env or cls.token_env} is not set: put the {source.get_kind_display()} API token "
+            "in that environment variable (docs/connectors.md says which token and scopes)"
+        )
+    return user or None, token
+
+
+def connect(source: Source) -> Connector:
+    user, token = credentials(source)
+    return connector_class(source.kind)(source, user, token)
+
+
+Progress = Callable[[str, int | None], object]
+
+
+def _no_progress(description, total):
+    from backlog.services import no_progress
+
+    return no_progress(description, total)
+
+
+@dataclass
+class _Tally:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    fetched: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def error(self, message: str) -> None:
+        logger.warning("sync: %s", message)
+        if len(self.errors) < ERRORS_KEPT:
+            self.errors.append(message)
+
+
+def run(
+    source: Source,
+    *,
+    connector: Connector | None = None,
+    product: ProductInfo | None = None,
+    sweep: bool | None = None,
+    full: bool = False,
+    progress: Progress = _no_progress,
+) -> SyncRun:
+    """Sync `source` (saved) once; its SyncRun, finished. Raises SyncError when
+    the sync failed (the run is stored as failed, with what was written kept).
+
+    `connector` and `product`: from a `check()` already made (the command
+    checks before it saves a new source). `sweep`: look for deletions (None:
+    when the source's sweep interval has passed). `full`: read everything,
+    not only what changed since the checkpoint.
+    """
+    with _exclusive(source):
+        started = time.monotonic()
+        sync_run = SyncRun.objects.create(source=source)
+        tally = _Tally()
+        try:
+            connector = connector or connect(source)
+            product = product or connector.check()
+            writer = _Writer(source, product, tally)
+            since = None if full or source.checkpoint is None else source.checkpoint - OVERLAP
+            bar = progress("issues" if source.kind in ("jira", "github") else "items", None)
+            for page in connector.changed(since):
+                tally.fetched += len(page.items)
+                mapped = [m for m in map(connector.map, page.items) if m is not None]
+                writer.write(mapped, page.checkpoint)
+                bar.update(len(page.items))
+                _save_progress(sync_run, tally, connector)
+            bar.close()
+            writer.link_pending()
+            if sweep or (sweep is None and _sweep_due(source)):
+                sync_run.swept = True
+                _sweep(source, connector, product, tally)
+        except (UpstreamError, SyncError) as exc:
+            tally.error(str(exc))
+            _finish(sync_run, tally, connector, RunStatus.FAILED, started)
+            raise SyncError(str(exc)) from None
+        except BaseException:
+            tally.error("the sync was interrupted; the next one resumes from the last page written")
+            _finish(sync_run, tally, connector, RunStatus.FAILED, started)
+            raise
+        _finish(sync_run, tally, connector, RunStatus.OK, started)
+        return sync_run
+
+
+class _exclusive:
+    """One sync of a source at a time, across processes: a PostgreSQL advisory
+    lock held by this session (released when it ends, even by a crash). Runs
+    left `running` by a sync that died are marked failed."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.locked = False
+
+    def __enter__(self):
+        if settings.DATABASE_POOLER:  # a session lock would stay on a pooled server connection
+            return self
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, self.source.pk])
+            self.locked = cursor.fetchone()[0]
+        if not self.locked:
+            raise SyncError(f"{self.source} is being synced by another process; wait for it to finish")
+        SyncRun.objects.filter(source=self.source, status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, finished_at=timezone.now(), errors=["stopped before it finished"]
+        )
+        return self
+
+    def __exit__(self, *exc):
+        if self.locked:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, self.source.pk])
+
+
+_LOCK_CLASS = 0x5359  # "SY": advisory locks of syncs, by source id
+
+
+def _save_progress(sync_run: SyncRun, tally: _Tally, connector: Connector | None) -> None:
+    for name in ("fetched", "created", "updated", "unchanged", "skipped", "deleted"):
+        setattr(sync_run, name, getattr(tally, name))
+    sync_run.requests = connector.client.requests_made if connector else 0
+    sync_run.errors = tally.errors
+    sync_run.save()
+
+
+def _finish(sync_run, tally, connector, status, started) -> None:
+    _save_progress(sync_run, tally, connector)
+    sync_run.status = status
+    sync_run.finished_at = sync_run.started_at + timedelta(seconds=time.monotonic() - started)
+    sync_run.save(update_fields=["status", "finished_at"])
+
+
+def _sweep_due(source: Source) -> bool:
+    return source.swept_at is None or timezone.now() - source.swept_at >= timedelta(minutes=source.sweep_minutes)
+
+
+class _Writer:
+    """Writes pages of mapped items for one source and product."""
+
+    def __init__(self, source: Source, product: ProductInfo, tally: _Tally):
+        self.source = source
+        self.product = product
+        self.tally = tally
+        self.features = dict(
+            SyncedRecord.objects.filter(source=source, kind="feature").values_list("upstream_id", "key")
+        )
+        self.product_is_ours = not Product.objects.filter(key__iexact=product.key).exists() or (
+            SyncedRecord.objects.filter(source=source, kind="product").exists()
+        )
+
+    def feature_key(self, ref: FeatureRef, taken: set[str]) -> str:
+        """A feature's key: the one it was given before (a renamed component keeps
+        it), else the product key and the name's slug, else with its id too."""
+        if ref.upstream_id in self.features:
+            return self.features[ref.upstream_id]
+        base = f"{self.product.key}.{slug(ref.name) or 'feature'}"[:64]
+        key = base
+        if key.upper() in taken or Feature.objects.filter(key__iexact=key).exists():
+            key = f"{base[:40]}-{slug(ref.upstream_id, 20)}"
+        self.features[ref.upstream_id] = key
+        taken.add(key.upper())
+        return key
+
+    def write(self, mapped: list[Mapped], checkpoint) -> None:
+        items = [extra for m in mapped for extra in m.extra] + mapped
+        if not items:
+            self._advance(checkpoint)
+            return
+        with transaction.atomic():
+            taken = {key.upper() for key in self.features.values()}
+            features: dict[str, dict] = {}
+            for m in items:
+                if m.feature is not None:
+                    key = self.feature_key(m.feature, taken)
+                    m.record["feature"] = key
+                    features[key] = {
+                        "kind": "feature",
+                        "key": key,
+                        "product": self.product.key,
+                        "name": m.feature.name[:500],
+                        "description": m.feature.description,
+                    }
+            links = self._links(items)
+            records = [self._product_record(), *features.values(), *(m.record for m in items)]
+            for m in items:
+                if m.record["key"] in links:
+                    m.record["duplicate_of"] = links[m.record["key"]]
+            written = self._import(records)
+            renamed = self._remember(items, features, written)
+            self._delete(renamed)
+            self._own_product()
+            self._advance(checkpoint)
+
+    def _advance(self, checkpoint) -> None:
+        if checkpoint is not None and (self.source.checkpoint is None or checkpoint > self.source.checkpoint):
+            self.source.checkpoint = checkpoint
+        self.source.save(update_fields=["checkpoint", "pending_links"])
+
+    def _product_record(self) -> dict:
+        record = {"kind": "product", "key": self.product.key, "name": self.product.name[:500]}
+        if self.product.description:
+            record["description"] = self.product.description
+        return record
+
+    def _links(self, items: list[Mapped]) -> dict[str, str]:
+        """The duplicate links that can be written with this page: those whose
+        original is in the page or stored in the product. The rest wait in
+        the source's pending_links."""
+        pending = self.source.pending_links
+        in_page = {m.record["key"].upper() for m in items}
+        for m in items:
+            pending.pop(m.record["key"], None)
+        wanted = {m.record["key"]: m.duplicate_of for m in items if m.duplicate_of}
+        stored = set(
+            Bug.objects.filter(product__key__iexact=self.product.key, key__in=list(wanted.values())).values_list(
+                "key", flat=True
+            )
+        )
+        stored = {key.upper() for key in stored}
+        links = {}
+        for key, target in wanted.items():
+            if target.upper() in in_page or target.upper() in stored:
+                links[key] = target
+            else:
+                pending[key] = target
+        return links
+
+    def _import(self, records: list[dict]) -> set[str]:
+        """Import the page's records; the keys written. A record the importer
+        refuses because of its duplicate link is written without it; one
+        refused for anything else is skipped and reported."""
+        report = import_records([dumps(record) for record in records])
+        if report.problems:
+            refused = {problem.key.upper() for problem in report.problems if problem.key}
+            for record in records:
+                if record.get("duplicate_of") and record["key"].upper() in refused:
+                    self.tally.error(
+                        f"{record['key']}: the link to {record.pop('duplicate_of')} was left out "
+                        f"({_problem_of(report, record['key'])})"
+                    )
+            report = import_records([dumps(record) for record in records], skip_invalid=True)
+        if any(problem.message == DATABASE_REFUSED for problem in report.problems):
+            raise SyncError("the database refused a page; nothing of it was written (the server's log says why)")
+        refused = {problem.key.upper() for problem in report.problems if problem.key}
+        for problem in report.problems:
+            self.tally.error(f"{problem.key or 'a record'} was not written: {problem.message}")
+        kinds = ("feature", "test", "bug")
+        self.tally.created += sum(report.created[kind] for kind in kinds)
+        self.tally.updated += sum(report.updated[kind] for kind in kinds)
+        self.tally.unchanged += sum(report.unchanged[kind] for kind in kinds)
+        self.tally.skipped += len({key for key in refused if key != self.product.key.upper()})
+        if self.product.key.upper() in refused:
+            raise SyncError(
+                f"product {self.product.key} could not be written ({_problem_of(report, self.product.key)}); "
+                "give the source another product key"
+            )
+        return {record["key"].upper() for record in records} - refused
+
+    def _remember(self, items: list[Mapped], features: dict, written: set[str]) -> list[tuple[str, str]]:
+        """Record which upstream item each written record is; the (kind, key) of
+        records whose item now has another key (a moved issue), to delete."""
+        rows = [(m.kind, m.upstream_id, m.record["key"]) for m in items if m.record["key"].upper() in written]
+        rows += [("feature", upstream, key) for upstream, key in self.features.items() if key in features]
+        if self.product_is_ours:
+            rows.append(("product", self.product.key, self.product.key))
+        before = {
+            (kind, upstream): key
+            for kind, upstream, key in SyncedRecord.objects.filter(
+                source=self.source, upstream_id__in=[upstream for _, upstream, _ in rows]
+            ).values_list("kind", "upstream_id", "key")
+        }
+        renamed = [
+            (kind, before[kind, upstream])
+            for kind, upstream, key in rows
+            if kind in ITEM_MODELS and (kind, upstream) in before and before[kind, upstream].upper() != key.upper()
+        ]
+        SyncedRecord.objects.bulk_create(
+            [SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key) for kind, upstream, key in rows],
+            update_conflicts=True,
+            unique_fields=["source", "kind", "upstream_id"],
+            update_fields=["key"],
+        )
+        return renamed
+
+    def _delete(self, records: list[tuple[str, str]]) -> None:
+        for kind, model in ITEM_MODELS.items():
+            keys = [key for k, key in records if k == kind]
+            if keys:
+                model.objects.filter(product__key__iexact=self.product.key, key__in=keys).delete()
+                self.tally.deleted += len(keys)
+
+    def _own_product(self) -> None:
+        """A product this source created belongs to the source's teams, and to no one else."""
+        if self.product_is_ours and self.source.pk:
+            product = Product.objects.get(key__iexact=self.product.key)
+            product.teams.set(self.source.teams.all())
+
+    def link_pending(self) -> None:
+        """Write the waiting duplicate links whose original has arrived since."""
+        pending = self.source.pending_links
+        if not pending:
+            return
+        stored = dict(
+            Bug.objects.filter(
+                product__key__iexact=self.product.key, key__in=[*pending, *pending.values()]
+            ).values_list("key", "id")
+        )
+        ready = {key: target for key, target in pending.items() if key in stored and target in stored}
+        if not ready:
+            return
+        with transaction.atomic():
+            records = list(export_selected([("bug", stored[key]) for key in ready]))
+            for record in records:
+                record["duplicate_of"] = ready[record["key"]]
+            report = import_records([dumps(record) for record in records], skip_invalid=True)
+            for problem in report.problems:
+                self.tally.error(f"{problem.key}: the duplicate link was left out ({problem.message})")
+            for key in ready:
+                pending.pop(key, None)
+            self.source.save(update_fields=["pending_links"])
+
+
+def _problem_of(report, key: str) -> str:
+    return next((p.message for p in report.problems if p.key and p.key.upper() == key.upper()), "refused")
+
+
+def _sweep(source: Source, connector: Connector, product: ProductInfo, tally: _Tally) -> None:
+    """Delete the records whose upstream item is gone (deleted, moved out of the
+    project, transferred, or no longer matched by the source's query)."""
+    listed = connector.all_ids()
+    held = Counter()
+    gone: list[tuple[str, str, str]] = []
+    for kind, upstream, key in SyncedRecord.objects.filter(source=source, kind__in=ITEM_MODELS).values_list(
+        "kind", "upstream_id", "key"
+    ):
+        held[kind] += 1
+        if (kind, upstream) not in listed:
+            gone.append((kind, upstream, key))
+    if not listed and sum(held.values()):
+        raise SyncError(
+            f"upstream listed no items while {sum(held.values())} are held; nothing was deleted. "
+            "Check that the token still sees the project"
+        )
+    if gone:
+        confirmed = connector.confirm_gone({upstream for _, upstream, _ in gone})
+        gone = [(kind, upstream, key) for kind, upstream, key in gone if upstream in confirmed]
+    with transaction.atomic():
+        for kind, model in ITEM_MODELS.items():
+            keys = [key for k, _, key in gone if k == kind]
+            if keys:
+                deleted = model.objects.filter(product__key__iexact=product.key, key__in=keys)
+                tally.deleted += deleted.count()
+                deleted.delete()
+                SyncedRecord.objects.filter(
+                    source=source, kind=kind, upstream_id__in=[u for k, u, _ in gone if k == kind]
+                ).delete()
+        source.swept_at = timezone.now()
+        source.save(update_fields=["swept_at"])
