@@ -27,6 +27,20 @@ def healthz(request):
     return JsonResponse({"status": "alive"})
 
 
+def sources_check() -> str:
+    """Whether the scheduled sources synced within their schedule: a count, no
+    names (readyz answers anyone). Reported, never a reason to be not ready."""
+    from connectors.models import Source
+
+    scheduled = [s for s in Source.objects.filter(enabled=True, schedule_minutes__gt=0)]
+    overdue = sum(source.overdue() for source in scheduled)
+    if not scheduled:
+        return "none scheduled"
+    return (
+        "ok" if not overdue else f"{overdue} of {len(scheduled)} scheduled source(s) not synced within their schedule"
+    )
+
+
 @never_cache
 @require_safe
 def readyz(request):
@@ -43,6 +57,7 @@ def readyz(request):
         worker = worker_health(0)  # a query: it asks the database every time
         checks["database"] = "ok" if _migrated else f"{len(pending)} migration(s) not applied: run migrate"
         checks["embedding_worker"] = worker.state if worker else "not supervised"
+        checks["sources"] = sources_check()
     except DatabaseError as exc:
         checks["database"] = "unreachable" if database_unavailable(exc) else "failing"
     checks["embedding_model"] = unavailable_reason() or "ok"

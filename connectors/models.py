@@ -33,11 +33,14 @@ class Source(models.Model):
         help_text="Jira project key, GitHub OWNER/NAME, TestRail project id, TestIO product id",
     )
     product_key = models.CharField(
-        max_length=64, blank=True, help_text="our product's key; empty: from the project (HADOOP, SEAMONKEY)"
+        max_length=64,
+        blank=True,
+        help_text="our product's key; empty: from the project (HADOOP, SEAMONKEY), kept after the first sync",
     )
     query = models.TextField(
         blank=True,
-        help_text="Jira: JQL ANDed to the project's, like issuetype = Bug; GitHub: labels an issue must have, comma-separated",
+        help_text="Jira: JQL ANDed to the project's, like issuetype = Bug; "
+        "GitHub: labels an issue must have, comma-separated",
     )
     mapping = models.JSONField(
         default=dict, blank=True, help_text="overrides of the default field mapping (docs/connectors.md)"
@@ -147,3 +150,20 @@ class SyncedRecord(models.Model):
             models.UniqueConstraint(fields=["source", "kind", "upstream_id"], name="synced_record_once"),
         ]
         indexes = [models.Index(fields=["source", "kind", "key"], name="synced_record_key")]
+
+    def __str__(self):
+        return f"{self.source} {self.kind} {self.upstream_id} → {self.key}"
+
+
+def history(user, runs: int = 5) -> list[tuple[Source, list[SyncRun]]]:
+    """The sources feeding products `user` may see, each with its latest runs
+    (a source whose product is not made yet shows only to those who see every product)."""
+    from backlog.access import visible_product_ids
+    from backlog.models import Product
+
+    sources = Source.objects.order_by("name")
+    ids = visible_product_ids(user)
+    if ids is not None:
+        keys = [key.upper() for key in Product.objects.filter(id__in=ids).values_list("key", flat=True)]
+        sources = [s for s in sources if s.product_key.upper() in keys]
+    return [(source, list(source.runs.order_by("-started_at")[:runs])) for source in sources]

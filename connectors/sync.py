@@ -115,6 +115,9 @@ def run(
         try:
             connector = connector or connect(source)
             product = product or connector.check()
+            if not source.product_key:  # kept: a renamed project still feeds the same product
+                source.product_key = product.key
+                source.save(update_fields=["product_key"])
             writer = _Writer(source, product, tally)
             since = None if full or source.checkpoint is None else source.checkpoint - OVERLAP
             bar = progress("issues" if source.kind in ("jira", "github") else "items", None)
@@ -332,7 +335,10 @@ class _Writer:
             if kind in ITEM_MODELS and (kind, upstream) in before and before[kind, upstream].upper() != key.upper()
         ]
         SyncedRecord.objects.bulk_create(
-            [SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key) for kind, upstream, key in rows],
+            [
+                SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key)
+                for kind, upstream, key in rows
+            ],
             update_conflicts=True,
             unique_fields=["source", "kind", "upstream_id"],
             update_fields=["key"],

@@ -58,19 +58,27 @@ def jira(monkeypatch):
 
 def sync(jira: FakeJira, *args: str) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
-    call_command("sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress", *args,
-                 stdout=out, stderr=err)
+    call_command(
+        "sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress", *args, stdout=out, stderr=err
+    )
     return out.getvalue(), err.getvalue()
 
 
 def searched_jql(jira: FakeJira, since: int = 0) -> list[str]:
-    return [r.query["jql"] for r in jira.requests[since:] if r.path.endswith("/search/jql") or
-            r.path.endswith("/search")]
+    return [
+        r.query["jql"] for r in jira.requests[since:] if r.path.endswith("/search/jql") or r.path.endswith("/search")
+    ]
 
 
 def test_a_first_sync_brings_every_bug_as_the_tracker_has_it(jira):
-    trace = jira.add("NegativeArraySizeException reading an empty Text", TRACE, priority="Blocker",
-                     components=["io"], category="done", resolution="Fixed")
+    trace = jira.add(
+        "NegativeArraySizeException reading an empty Text",
+        TRACE,
+        priority="Blocker",
+        components=["io"],
+        category="done",
+        resolution="Fixed",
+    )
 
     out, _ = sync(jira)
 
@@ -79,8 +87,10 @@ def test_a_first_sync_brings_every_bug_as_the_tracker_has_it(jira):
     assert Product.objects.get(key="HADOOP").name == "Apache Hadoop"
     bug = Bug.objects.get(key=trace["key"])
     # The stack trace stays one frame a line, as people paste and search it.
-    assert "java.lang.NegativeArraySizeException: -4096\n\tat org.apache.hadoop.io.Text.readFields(Text.java:291)\n" \
+    assert (
+        "java.lang.NegativeArraySizeException: -4096\n\tat org.apache.hadoop.io.Text.readFields(Text.java:291)\n"
         in bug.description
+    )
     assert (bug.severity, bug.status, bug.feature.name, bug.feature.key) == ("critical", "fixed", "io", "HADOOP.io")
     assert bug.created_at == jira.updated(trace)  # the +0530 stamp, the same instant
     assert bug.raw_data["priority"] == {"name": "Blocker", "id": "1"}  # self links and icons trimmed
@@ -210,8 +220,13 @@ def test_an_unreachable_site_is_a_clear_error(monkeypatch):
 
 
 def test_429_is_retried_after_the_wait_the_site_asks_for(jira):
-    jira.fail(429, times=2, headers={"Retry-After": "1"}, path="/rest/api/3/search/jql",
-              body={"errorMessages": ["Rate limit exceeded."], "errors": {}})
+    jira.fail(
+        429,
+        times=2,
+        headers={"Retry-After": "1"},
+        path="/rest/api/3/search/jql",
+        body={"errorMessages": ["Rate limit exceeded."], "errors": {}},
+    )
 
     out, _ = sync(jira)
 
@@ -313,20 +328,53 @@ def test_features_keep_their_key_when_a_component_is_renamed(jira):
 
 
 def test_markup_becomes_plain_text_with_code_kept_line_by_line():
-    adf = {"type": "doc", "version": 1, "content": [
-        {"type": "heading", "attrs": {"level": 3}, "content": [{"type": "text", "text": "Steps"}]},
-        {"type": "orderedList", "content": [
-            {"type": "listItem", "content": [{"type": "paragraph", "content": [
-                {"type": "text", "text": "Open "}, {"type": "text", "text": "/checkout", "marks": [{"type": "code"}]}]}]},
-            {"type": "listItem", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "Pay"}]}]}]},
-        {"type": "paragraph", "content": [{"type": "mention", "attrs": {"id": "1", "text": "@Jane"}},
-                                          {"type": "text", "text": " see "},
-                                          {"type": "text", "text": "runbook",
-                                           "marks": [{"type": "link", "attrs": {"href": "https://wiki/x"}}]}]},
-        {"type": "codeBlock", "content": [{"type": "text", "text": "java.lang.NPE\n\tat a.B.c(B.java:1)"}]},
-    ]}
+    adf = {
+        "type": "doc",
+        "version": 1,
+        "content": [
+            {"type": "heading", "attrs": {"level": 3}, "content": [{"type": "text", "text": "Steps"}]},
+            {
+                "type": "orderedList",
+                "content": [
+                    {
+                        "type": "listItem",
+                        "content": [
+                            {
+                                "type": "paragraph",
+                                "content": [
+                                    {"type": "text", "text": "Open "},
+                                    {"type": "text", "text": "/checkout", "marks": [{"type": "code"}]},
+                                ],
+                            }
+                        ],
+                    },
+                    {
+                        "type": "listItem",
+                        "content": [{"type": "paragraph", "content": [{"type": "text", "text": "Pay"}]}],
+                    },
+                ],
+            },
+            {
+                "type": "paragraph",
+                "content": [
+                    {"type": "mention", "attrs": {"id": "1", "text": "@Jane"}},
+                    {"type": "text", "text": " see "},
+                    {
+                        "type": "text",
+                        "text": "runbook",
+                        "marks": [{"type": "link", "attrs": {"href": "https://wiki/x"}}],
+                    },
+                ],
+            },
+            {"type": "codeBlock", "content": [{"type": "text", "text": "java.lang.NPE\n\tat a.B.c(B.java:1)"}]},
+        ],
+    }
     assert adf_to_text(adf) == (
-        "Steps\n\n1. Open /checkout\n2. Pay\n\n@Jane see runbook (https://wiki/x)\n\njava.lang.NPE\n\tat a.B.c(B.java:1)"
+        "Steps\n\n1. Open /checkout\n2. Pay\n\n@Jane see runbook (https://wiki/x)\n\n"
+        "java.lang.NPE\n\tat a.B.c(B.java:1)"
     )
     wiki = "h3. Steps\n# Open *checkout*\n# Pay\n{code:java}\njava.lang.NPE\n\tat a.B.c(B.java:1)\n{code}\n[runbook|https://wiki/x]"
-    assert wiki_to_text(wiki) == "Steps\n- Open checkout\n- Pay\n\njava.lang.NPE\n\tat a.B.c(B.java:1)\n\nrunbook (https://wiki/x)"
+    assert (
+        wiki_to_text(wiki)
+        == "Steps\n- Open checkout\n- Pay\n\njava.lang.NPE\n\tat a.B.c(B.java:1)\n\nrunbook (https://wiki/x)"
+    )

@@ -109,6 +109,9 @@ def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leav
         assert any("gunicorn" in " ".join(child.cmdline()) for child in server_children)
         # Saved searches' webhook sender runs beside it, and stops with it (below).
         assert any("notify_saved_searches --watch" in " ".join(child.cmdline()) for child in server_children)
+        # So do the sources' scheduled syncs, and readyz reports on them.
+        assert any("sync --watch" in " ".join(child.cmdline()) for child in server_children)
+        assert json.loads(fetch(f"{base}/readyz")[2])["checks"]["sources"] == "none scheduled"
     finally:
         process.send_signal(stop)
         assert process.wait(60) == (128 + stop if stop == signal.SIGTERM else -stop)

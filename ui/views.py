@@ -12,6 +12,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
+from connectors.models import history as sync_history
 from search import service
 from search.contract import NotFound, SearchError
 from search.service import health as index_health
@@ -113,6 +114,7 @@ def dashboard(request):
         "recent_bugs": figures.recent_bugs(request.user),
         "chart": figures.severity_chart(request.user),
         "saved_searches": figures.saved_searches(request.user),
+        "sources": sync_history(request.user),
     }
     return render(request, "ui/dashboard.html", context)
 

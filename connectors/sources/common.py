@@ -64,7 +64,9 @@ def drop_none(record: dict) -> dict:
 def trimmed(value):
     """Upstream JSON without self links, avatars and icons, and with no NUL (PostgreSQL stores none)."""
     if isinstance(value, dict):
-        return {k: trimmed(v) for k, v in value.items() if k not in NOISE and (k == "html_url" or not k.endswith("_url"))}
+        return {
+            k: trimmed(v) for k, v in value.items() if k not in NOISE and (k == "html_url" or not k.endswith("_url"))
+        }
     if isinstance(value, list):
         return [trimmed(v) for v in value]
     if isinstance(value, str):

@@ -149,8 +149,11 @@ class Jira(Connector):
             yield Page([], last)
 
     def all_ids(self) -> set[tuple[str, str]]:
-        return {("bug", str(issue["id"])) for page in self.search(self.jql(ordered=False), ["id"], IDS_PAGE_SIZE)
-                for issue in page}
+        return {
+            ("bug", str(issue["id"]))
+            for page in self.search(self.jql(ordered=False), ["id"], IDS_PAGE_SIZE)
+            for issue in page
+        }
 
     def map(self, issue: dict) -> Mapped:
         fields = issue.get("fields") or {}
@@ -177,8 +180,11 @@ class Jira(Connector):
         feature = None
         if components:
             first = components[0]
-            feature = FeatureRef(f"component:{first.get('id') or first.get('name')}", first.get("name") or "component",
-                                 first.get("description") or "")
+            feature = FeatureRef(
+                f"component:{first.get('id') or first.get('name')}",
+                first.get("name") or "component",
+                first.get("description") or "",
+            )
         return Mapped(
             kind="bug",
             upstream_id=str(issue["id"]),

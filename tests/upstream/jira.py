@@ -39,8 +39,9 @@ def adf(text: str) -> dict:
     for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n").strip()):
         lines = block.split("\n")
         if any(line.lstrip().startswith("at ") for line in lines[1:]):
-            content.append({"type": "codeBlock", "attrs": {"language": "java"},
-                            "content": [{"type": "text", "text": block}]})
+            content.append(
+                {"type": "codeBlock", "attrs": {"language": "java"}, "content": [{"type": "text", "text": block}]}
+            )
         elif block:
             inline = []
             for number, line in enumerate(lines):
@@ -62,13 +63,22 @@ def wiki(text: str) -> str:
 
 
 class FakeJira(Upstream):
-    def __init__(self, *, cloud: bool = True, project: str = "HADOOP", project_name: str = "Apache Hadoop",
-                 email: str = "bot@example.com", token: str = "jira-token", time_zone: str = "Asia/Kolkata"):
+    def __init__(
+        self,
+        *,
+        cloud: bool = True,
+        project: str = "HADOOP",
+        project_name: str = "Apache Hadoop",
+        email: str = "bot@example.com",
+        token: str = "jira-token",
+        time_zone: str = "Asia/Kolkata",
+    ):
         super().__init__()
         self.cloud = cloud
         self.api = "3" if cloud else "2"
-        self.projects = {project: {"id": "10010", "key": project, "name": project_name,
-                                   "description": f"{project_name} issues"}}
+        self.projects = {
+            project: {"id": "10010", "key": project, "name": project_name, "description": f"{project_name} issues"}
+        }
         self.email, self.token = email, token
         self.zone = ZoneInfo(time_zone)
         self.issues: dict[str, dict] = {}  # by id
@@ -82,10 +92,21 @@ class FakeJira(Upstream):
         local = when.astimezone(self.zone)
         return local.strftime("%Y-%m-%dT%H:%M:%S.") + f"{local.microsecond // 1000:03d}" + local.strftime("%z")
 
-    def add(self, summary: str, description: str = "", *, project: str | None = None, priority: str = "Major",
-            category: str = "new", status: str | None = None, resolution: str | None = None,
-            components: list[str] = (), issuetype: str = "Bug", created: datetime | None = None,
-            updated: datetime | None = None) -> dict:
+    def add(
+        self,
+        summary: str,
+        description: str = "",
+        *,
+        project: str | None = None,
+        priority: str = "Major",
+        category: str = "new",
+        status: str | None = None,
+        resolution: str | None = None,
+        components: list[str] = (),
+        issuetype: str = "Bug",
+        created: datetime | None = None,
+        updated: datetime | None = None,
+    ) -> dict:
         project = project or next(iter(self.projects))
         self.numbers[project] = self.numbers.get(project, 0) + 1
         self.next_id += 1
@@ -101,28 +122,67 @@ class FakeJira(Upstream):
             "fields": {
                 "summary": summary,
                 "description": (adf(description) if self.cloud else wiki(description)) if description else None,
-                "priority": {"self": f"{self.url}/rest/api/{self.api}/priority/{PRIORITIES.get(priority, '3')}",
-                             "iconUrl": f"{self.url}/images/icons/priorities/{priority.lower()}.svg",
-                             "name": priority, "id": PRIORITIES.get(priority, "3")},
-                "status": {"self": f"{self.url}/rest/api/{self.api}/status/1", "name": status or category_name,
-                           "iconUrl": f"{self.url}/images/icons/status.png", "id": "1",
-                           "statusCategory": {"self": f"{self.url}/rest/api/{self.api}/statuscategory/{category_id}",
-                                              "id": category_id, "key": category, "colorName": "blue-gray",
-                                              "name": category_name}},
-                "resolution": {"self": f"{self.url}/rest/api/{self.api}/resolution/1", "id": "1",
-                               "description": "", "name": resolution} if resolution else None,
-                "components": [{"self": f"{self.url}/rest/api/{self.api}/component/{20000 + sum(map(ord, c))}",
-                                "id": str(20000 + sum(map(ord, c))), "name": c} for c in components],
-                "issuetype": {"self": f"{self.url}/rest/api/{self.api}/issuetype/1", "id": "1", "name": issuetype,
-                              "subtask": False, "iconUrl": f"{self.url}/images/icons/bug.svg", "avatarId": 10303},
-                "project": {"self": f"{self.url}/rest/api/{self.api}/project/{info['id']}", "id": info["id"],
-                            "key": project, "name": info["name"], "projectTypeKey": "software",
-                            "avatarUrls": {"48x48": f"{self.url}/avatar/48", "16x16": f"{self.url}/avatar/16"}},
+                "priority": {
+                    "self": f"{self.url}/rest/api/{self.api}/priority/{PRIORITIES.get(priority, '3')}",
+                    "iconUrl": f"{self.url}/images/icons/priorities/{priority.lower()}.svg",
+                    "name": priority,
+                    "id": PRIORITIES.get(priority, "3"),
+                },
+                "status": {
+                    "self": f"{self.url}/rest/api/{self.api}/status/1",
+                    "name": status or category_name,
+                    "iconUrl": f"{self.url}/images/icons/status.png",
+                    "id": "1",
+                    "statusCategory": {
+                        "self": f"{self.url}/rest/api/{self.api}/statuscategory/{category_id}",
+                        "id": category_id,
+                        "key": category,
+                        "colorName": "blue-gray",
+                        "name": category_name,
+                    },
+                },
+                "resolution": {
+                    "self": f"{self.url}/rest/api/{self.api}/resolution/1",
+                    "id": "1",
+                    "description": "",
+                    "name": resolution,
+                }
+                if resolution
+                else None,
+                "components": [
+                    {
+                        "self": f"{self.url}/rest/api/{self.api}/component/{20000 + sum(map(ord, c))}",
+                        "id": str(20000 + sum(map(ord, c))),
+                        "name": c,
+                    }
+                    for c in components
+                ],
+                "issuetype": {
+                    "self": f"{self.url}/rest/api/{self.api}/issuetype/1",
+                    "id": "1",
+                    "name": issuetype,
+                    "subtask": False,
+                    "iconUrl": f"{self.url}/images/icons/bug.svg",
+                    "avatarId": 10303,
+                },
+                "project": {
+                    "self": f"{self.url}/rest/api/{self.api}/project/{info['id']}",
+                    "id": info["id"],
+                    "key": project,
+                    "name": info["name"],
+                    "projectTypeKey": "software",
+                    "avatarUrls": {"48x48": f"{self.url}/avatar/48", "16x16": f"{self.url}/avatar/16"},
+                },
                 "labels": [],
                 "issuelinks": [],
-                "reporter": {"self": f"{self.url}/rest/api/{self.api}/user?accountId=abc123", "accountId": "abc123",
-                             "displayName": "QA Bot", "active": True, "timeZone": str(self.zone),
-                             "avatarUrls": {"48x48": f"{self.url}/avatar/48"}},
+                "reporter": {
+                    "self": f"{self.url}/rest/api/{self.api}/user?accountId=abc123",
+                    "accountId": "abc123",
+                    "displayName": "QA Bot",
+                    "active": True,
+                    "timeZone": str(self.zone),
+                    "avatarUrls": {"48x48": f"{self.url}/avatar/48"},
+                },
                 "created": self.stamp(created),
                 "updated": self.stamp(updated or created),
             },
@@ -157,8 +217,15 @@ class FakeJira(Upstream):
     def link_duplicate(self, duplicate: str, original: str, type_: dict = DUPLICATE, touch: bool = True) -> None:
         """`duplicate` duplicates `original`: an outward link on the duplicate, an inward one on the original."""
         dup, orig = self.by_key(duplicate), self.by_key(original)
-        ref = lambda issue: {"id": issue["id"], "key": issue["key"], "self": issue["self"],  # noqa: E731
-                             "fields": {"summary": issue["fields"]["summary"]}}
+
+        def ref(issue):
+            return {
+                "id": issue["id"],
+                "key": issue["key"],
+                "self": issue["self"],
+                "fields": {"summary": issue["fields"]["summary"]},
+            }
+
         dup["fields"]["issuelinks"].append({"id": str(len(self.issues)), "type": type_, "outwardIssue": ref(orig)})
         orig["fields"]["issuelinks"].append({"id": str(len(self.issues)), "type": type_, "inwardIssue": ref(dup)})
         if touch:
@@ -173,13 +240,22 @@ class FakeJira(Upstream):
         for bug in bugs:
             raw = bug["raw_data"]
             resolution = raw.get("Resolution")
-            category = "done" if raw.get("Status") in ("Resolved", "Closed") else (
-                "indeterminate" if raw.get("Status") in ("In Progress", "Patch Available") else "new")
+            category = (
+                "done"
+                if raw.get("Status") in ("Resolved", "Closed")
+                else ("indeterminate" if raw.get("Status") in ("In Progress", "Patch Available") else "new")
+            )
             created = datetime.fromisoformat(bug["created_at"])
-            jira.add(bug["title"], bug.get("description", ""), priority=raw.get("Priority", "Major"),
-                     category=category, status=raw.get("Status"),
-                     resolution=resolution if resolution and resolution != "Unresolved" else None,
-                     created=created, updated=created + timedelta(hours=1))
+            jira.add(
+                bug["title"],
+                bug.get("description", ""),
+                priority=raw.get("Priority", "Major"),
+                category=category,
+                status=raw.get("Status"),
+                resolution=resolution if resolution and resolution != "Unresolved" else None,
+                created=created,
+                updated=created + timedelta(hours=1),
+            )
         return jira
 
     # -- the API ----------------------------------------------------------------------------------------
@@ -188,8 +264,11 @@ class FakeJira(Upstream):
         if not self.authorized(request):
             if self.cloud:
                 return Response(401, UNAUTHORIZED, {"WWW-Authenticate": 'Basic realm="protected-area"'})
-            return Response(401, "<html><body>Unauthorized</body></html>",
-                            {"X-Seraph-LoginReason": "AUTHENTICATED_FAILED", "Content-Type": "text/html"})
+            return Response(
+                401,
+                "<html><body>Unauthorized</body></html>",
+                {"X-Seraph-LoginReason": "AUTHENTICATED_FAILED", "Content-Type": "text/html"},
+            )
         path = request.path
         if self.cloud and path in ("/rest/api/3/search", "/rest/api/2/search"):
             return Response(410, REMOVED)
@@ -200,8 +279,9 @@ class FakeJira(Upstream):
         if match := re.fullmatch(rf"/rest/api/{self.api}/project/([^/]+)", path):
             project = self.projects.get(match.group(1))
             if project is None:
-                return Response(404, {"errorMessages": [f"No project could be found with key '{match.group(1)}'."],
-                                      "errors": {}})
+                return Response(
+                    404, {"errorMessages": [f"No project could be found with key '{match.group(1)}'."], "errors": {}}
+                )
             return Response(200, {"self": f"{self.url}{path}", **project})
         if path == f"/rest/api/{self.api}/myself":
             return Response(200, {"accountId": "abc123", "emailAddress": self.email, "timeZone": str(self.zone)})
@@ -234,8 +314,10 @@ class FakeJira(Upstream):
             if not last:
                 body["nextPageToken"] = base64.b64encode(str(start + size).encode()).decode()
             return Response(200, body)
-        return Response(200, {"expand": "names,schema", "startAt": start, "maxResults": size,
-                              "total": len(matches), "issues": issues})
+        return Response(
+            200,
+            {"expand": "names,schema", "startAt": start, "maxResults": size, "total": len(matches), "issues": issues},
+        )
 
     def shaped(self, issue: dict, fields: list[str]) -> dict:
         shaped = {k: v for k, v in issue.items() if k != "fields"}

@@ -6,8 +6,8 @@ ORM, the search SQL and the embedding model are all blocking calls, which
 an ASGI server would only hand to a thread pool again), as a child
 process beside supervised ones: the embedding worker, MCP over
 streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
-uvicorn), and the saved searches' webhook sender (`notify_saved_searches
---watch`). `--server runserver` keeps Django's development server.
+uvicorn), the saved searches' webhook sender (`notify_saved_searches
+--watch`) and the sources' scheduled syncs (`sync --watch`). `--server runserver` keeps Django's development server.
 """
 
 import os
@@ -104,6 +104,9 @@ class Command(BaseCommand):
         # Saved searches' webhooks: a round every SAVED_SEARCH_NOTIFY_SECONDS, never in a request.
         notifier = [sys.executable, manage, "notify_saved_searches", "--watch"]
         helpers.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS))
+        # Sources configured in the admin sync on their schedules (docs/connectors.md).
+        syncer = [sys.executable, manage, "sync", "--watch", "--no-progress"]
+        helpers.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS))
         if mcp_port:
             host = addrport.rsplit(":", 1)[0]
             command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]

@@ -43,8 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("--labels", help="GitHub: only issues with these labels, comma-separated")
         parser.add_argument("--team", action="append", default=[], help="a group who sees the product (repeat)")
         parser.add_argument("--full", action="store_true", help="read everything, not only what changed")
-        parser.add_argument("--no-sweep", dest="sweep", action="store_false", default=True,
-                            help="do not look for deletions this time")
+        parser.add_argument(
+            "--no-sweep", dest="sweep", action="store_false", default=True, help="do not look for deletions this time"
+        )
         parser.add_argument("--due", action="store_true", help="sync every configured source that is due")
         parser.add_argument("--watch", action="store_true", help="sync due sources every minute until stopped")
         parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")

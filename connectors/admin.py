@@ -1,0 +1,90 @@
+"""Sources in the admin: set one up (kind, URL, project, mapping, schedule,
+teams, the names of the variables that hold its secrets) and read its
+history. Only those who see every product manage sources: a source decides
+who sees a product."""
+
+from django import forms
+from django.contrib import admin
+from django.db import models
+from django.utils.html import format_html
+
+from backlog import access
+
+from .models import Source, SyncRun
+
+
+class SyncRunInline(admin.TabularInline):
+    model = SyncRun
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ["-started_at"]
+    fields = readonly_fields = [
+        "started_at",
+        "finished_at",
+        "status",
+        "fetched",
+        "created",
+        "updated",
+        "deleted",
+        "unchanged",
+        "skipped",
+        "requests",
+        "errors",
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).order_by("-started_at")
+
+
+@admin.register(Source)
+class SourceAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "project", "product_key", "schedule", "last_sync", "enabled"]
+    list_filter = ["kind", "enabled"]
+    search_fields = ["name", "project", "product_key"]
+    filter_horizontal = ["teams"]
+    readonly_fields = ["checkpoint", "swept_at", "pending_links", "state"]
+    inlines = [SyncRunInline]
+    formfield_overrides = {models.URLField: {"form_class": forms.URLField, "assume_scheme": "https"}}
+    fieldsets = [
+        (None, {"fields": ["name", "kind", "url", "project", "product_key", "query", "enabled"]}),
+        ("Credentials (environment variables, never the secrets)", {"fields": ["user_env", "token_env"]}),
+        ("Who sees it", {"fields": ["teams"]}),
+        ("Schedule", {"fields": ["schedule_minutes", "sweep_minutes"]}),
+        (
+            "Mapping",
+            {
+                "fields": ["mapping"],
+                "description": "Overrides of the default field mapping, as JSON "
+                '(docs/connectors.md), e.g. {"severity": {"blocker": "critical"}}.',
+            },
+        ),
+        ("State", {"fields": ["checkpoint", "swept_at", "pending_links", "state"], "classes": ["collapse"]}),
+    ]
+
+    def has_module_permission(self, request):
+        return access.sees_all_products(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request):
+        return access.sees_all_products(request.user) and super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_delete_permission(request, obj)
+
+    @admin.display(description="every")
+    def schedule(self, source):
+        return f"{source.schedule_minutes} min" if source.schedule_minutes else "by hand"
+
+    @admin.display(description="last sync")
+    def last_sync(self, source):
+        run = source.runs.order_by("-started_at").first()
+        if run is None:
+            return "never"
+        colour = {"ok": "#1a7f37", "failed": "#cf222e"}.get(run.status, "#6e7781")
+        return format_html('<span style="color:{}">{}</span> {}', colour, run.status, run.summary())
