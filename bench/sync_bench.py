@@ -1,0 +1,129 @@
+"""A first Jira sync of N issues from a local Jira, against import_records of the same records.
+
+    .venv/bin/python bench/sync_bench.py [--issues 10000] [--repeat 3]
+
+The Jira is tests/upstream/jira.py on loopback (Cloud: search/jql pages of
+100, ADF descriptions), holding gitbugs-hadoop's bugs over and over with
+components and duplicate links. Each repeat, on emptied tables of a
+database of its own: the first sync (every issue fetched, mapped, written
+and indexed: the triggers fill search_document; embedding is the worker's,
+as in serve), a second sync with nothing changed (incremental: one request),
+and, as the baseline in the same process, `import_records` of the very
+records the sync wrote, read from memory. Medians, the ratio to the
+baseline, and the requests made per 1,000 issues.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+
+# isort: split
+
+from django.db import connection
+from django.test.utils import setup_databases, teardown_databases
+
+from backlog.interchange import dumps
+from backlog.models import RECORD_MODELS
+from backlog.services import KIND_ORDER, import_records
+from connectors import sync
+from connectors.models import Source, SyncedRecord, SyncRun
+from connectors.sources.jira import Jira
+from tests.upstream.jira import FakeJira
+
+
+def empty_tables() -> None:
+    with connection.cursor() as cursor:
+        tables = [RECORD_MODELS[kind]._meta.db_table for kind in KIND_ORDER]
+        tables += [model._meta.db_table for model in (SyncedRecord, SyncRun, Source)]
+        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+        cursor.execute("VACUUM ANALYZE")
+
+
+def site(issues: int) -> FakeJira:
+    base = FakeJira.from_gitbugs(2503)
+    jira = FakeJira()
+    templates = list(base.issues.values())
+    components = ["hdfs", "yarn", "mapreduce", "common", "security", "build", None]
+    for number in range(issues):
+        fields = templates[number % len(templates)]["fields"]
+        component = components[number % len(components)]
+        jira.add(
+            fields["summary"], "", priority=fields["priority"]["name"], components=[component] if component else []
+        )
+        jira.issues[max(jira.issues)]["fields"]["description"] = fields["description"]
+    keys = [issue["key"] for issue in jira.issues.values()]
+    for number in range(50, issues, 97):  # about 1% are duplicates of an earlier report
+        jira.link_duplicate(keys[number], keys[number - 50], touch=False)
+    return jira
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--issues", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    jira = site(args.issues).start()
+    os.environ["BENCH_JIRA_EMAIL"], os.environ["BENCH_JIRA_TOKEN"] = jira.email, jira.token
+    connection.settings_dict["TEST"]["NAME"] = "bench_sync"
+    old_config = setup_databases(verbosity=0, interactive=False)
+    figures = {"import_records of the same records (baseline)": [], "first sync": [], "second sync, no changes": []}
+    requests = {}
+    try:
+        for _ in range(args.repeat):
+            empty_tables()
+            source = Source.objects.create(
+                name="bench",
+                kind="jira",
+                url=jira.url,
+                project="HADOOP",
+                user_env="BENCH_JIRA_EMAIL",
+                token_env="BENCH_JIRA_TOKEN",
+            )
+            start = time.perf_counter()
+            first = sync.run(source, sweep=False)
+            figures["first sync"].append(time.perf_counter() - start)
+            requests["first sync"] = first.requests
+            start = time.perf_counter()
+            second = sync.run(Source.objects.get(pk=source.pk), sweep=True)
+            figures["second sync, no changes"].append(time.perf_counter() - start)
+            requests["second sync, no changes"] = second.requests
+            assert first.created >= args.issues and second.created == second.updated == 0, (first, second)
+
+            connector = Jira(source, jira.email, jira.token)
+            records = [connector.map(issue) for issue in jira.issues.values()]
+            lines = [dumps({"kind": "product", "key": "HADOOP", "name": "Apache Hadoop"})]
+            features = {}
+            for m in records:
+                if m.feature:
+                    key = f"HADOOP.{m.feature.name}"
+                    features[key] = {"kind": "feature", "key": key, "product": "HADOOP", "name": m.feature.name}
+                    m.record["feature"] = key
+                if m.duplicate_of:
+                    m.record["duplicate_of"] = m.duplicate_of
+            lines += [dumps(f) for f in features.values()] + [dumps(m.record) for m in records]
+            empty_tables()
+            start = time.perf_counter()
+            report = import_records(lines)
+            figures["import_records of the same records (baseline)"].append(time.perf_counter() - start)
+            assert report.written and not report.problems, report.problems[:3]
+    finally:
+        teardown_databases(old_config, verbosity=0)
+        jira.stop()
+
+    baseline = statistics.median(figures["import_records of the same records (baseline)"])
+    print(f"{args.issues:,} Jira issues, {args.repeat} repeats; {platform.machine()}, {os.cpu_count()} cores")
+    print("| step | median s | issues/s | × import_records | requests per 1,000 issues |")
+    print("|---|---|---|---|---|")
+    for name, times in figures.items():
+        median = statistics.median(times)
+        per = f"{requests[name] * 1000 / args.issues:.1f}" if name in requests else "–"
+        print(f"| {name} | {median:.2f} | {args.issues / median:,.0f} | {median / baseline:.2f} | {per} |")
+
+
+if __name__ == "__main__":
+    main()
