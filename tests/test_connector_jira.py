@@ -126,7 +126,7 @@ def test_the_second_sync_fetches_only_what_changed_and_follows_edits_deletions_m
     # Only the changes were fetched: JQL from the checkpoint (less the overlap), in epoch milliseconds.
     first_jql = searched_jql(jira, sent)[1]
     since = int((first_checkpoint - timedelta(minutes=2)).timestamp() * 1000)
-    assert f"updated >= {since}" in first_jql and "ORDER BY updated ASC" in first_jql
+    assert first_jql == f"project = HADOOP AND updated >= {since} ORDER BY updated ASC"
     assert SyncRun.objects.order_by("-started_at").first().fetched == 4  # edited, moved, added, duplicate
     assert Bug.objects.get(key=edited).title == "Balancer hangs when a datanode is decommissioned"
     assert not Bug.objects.filter(key__in=[deleted, moved]).exists()
@@ -299,6 +299,13 @@ def test_the_teams_of_the_source_see_the_product_and_no_one_else(jira, django_us
     assert access.visible(Bug.objects.all(), member).count() == 120
     assert access.visible(Bug.objects.all(), outsider).count() == 0
     assert service.call("search", {"query": "hadoop"}, user=outsider)["total"] == 0
+
+
+def test_a_site_that_refuses_get_is_searched_by_post(jira):
+    jira.get_allowed = False
+    sync(jira)
+    assert Bug.objects.count() == 120
+    assert {r.method for r in jira.requests if r.path == "/rest/api/3/search/jql"} == {"GET", "POST"}
 
 
 def test_data_center_pages_by_start_at_with_a_personal_access_token(monkeypatch):

@@ -13,6 +13,7 @@ The checkpoint goes into JQL as epoch milliseconds, never as a zone-less
 zone, which is how connectors skip issues (airbyte #48492).
 """
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -94,19 +95,20 @@ class Jira(Connector):
         return self.source.project.strip()
 
     def jql(self, since: datetime | None = None, ordered: bool = True) -> str:
-        clauses = [f'project = "{self.project}"']
+        project = self.project if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", self.project) else f'"{self.project}"'
+        clauses = [f"project = {project}"]
         if self.source.query.strip():
             clauses.append(f"({self.source.query.strip()})")
         if since is not None:
             clauses.append(f"updated >= {int(since.timestamp() * 1000)}")
-        return " AND ".join(clauses) + (" ORDER BY updated ASC, key ASC" if ordered else " ORDER BY key ASC")
+        return " AND ".join(clauses) + (" ORDER BY updated ASC" if ordered else " ORDER BY key ASC")
 
     def search(self, jql: str, fields: list[str], page_size: int) -> Iterator[list[dict]]:
         """Pages of issues matching `jql`, by the paging of the API in use."""
         params = {"jql": jql, "fields": ",".join(fields), "maxResults": page_size}
         if self.api == "3":
             while True:
-                body = self.client.get_json("rest/api/3/search/jql", params)
+                body = self._search_jql(params)
                 yield body.get("issues") or []
                 token = body.get("nextPageToken")
                 if body.get("isLast") or not token:
@@ -120,6 +122,19 @@ class Jira(Connector):
             start += len(issues)
             if not issues or start >= body.get("total", 0):
                 return
+
+    def _search_jql(self, params: dict) -> dict:
+        """One page of /search/jql: a GET, or a POST with the same fields where
+        a site (or a proxy before it) refuses the GET."""
+        if not getattr(self, "post", False):
+            try:
+                return self.client.get_json("rest/api/3/search/jql", params)
+            except UpstreamError as exc:
+                if exc.status not in (405, 414):
+                    raise
+                self.post = True
+        body = {**params, "fields": params["fields"].split(",")}
+        return self.client.request("POST", "rest/api/3/search/jql", json=body).json()
 
     def check(self) -> ProductInfo:
         key = product_key(self.source.product_key or self.project)

@@ -85,6 +85,7 @@ class FakeJira(Upstream):
         self.next_id = 100000
         self.numbers: dict[str, int] = {}
         self.page_cap = 100
+        self.get_allowed = True
 
     # -- data ------------------------------------------------------------------------------------------
 
@@ -273,6 +274,12 @@ class FakeJira(Upstream):
         if self.cloud and path in ("/rest/api/3/search", "/rest/api/2/search"):
             return Response(410, REMOVED)
         if path == f"/rest/api/{self.api}/search/jql" and self.cloud:
+            if request.method == "POST":  # the same search, its parameters in a JSON body
+                body = request.json()
+                fields = body.get("fields") or ["id"]
+                request.query = {**{k: str(v) for k, v in body.items()}, "fields": ",".join(fields)}
+            elif not self.get_allowed:
+                return Response(405, {"errorMessages": ["Method Not Allowed"], "errors": {}})
             return self.search(request, token_paging=True)
         if path == "/rest/api/2/search" and not self.cloud:
             return self.search(request, token_paging=False)
