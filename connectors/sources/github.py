@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, product_key
+from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, SyncError, product_key
 from ..http import Client, UpstreamError, next_link
 from . import common
 
@@ -46,7 +46,8 @@ SEVERITY = {
 FEATURE_PREFIXES = ["area:", "area/", "component:", "component/", "comp:", "module:", "feature:", "feature/"]
 REJECTED_LABELS = {"wontfix", "won't fix", "invalid", "not a bug", "cannot reproduce"}
 DUPLICATE_OF = re.compile(r"(?i)\bduplicate\s+of\s+#(\d+)\b")
-TEMPLATE_COMMENTS = re.compile(r"<!--.*?-->", re.S)
+_COMMENT = r"<!--(?:(?!-->).)*-->"
+TEMPLATE_COMMENTS = re.compile(rf"^[ \t]*{_COMMENT}[ \t]*(?:\n|$)|{_COMMENT}", re.S | re.M)  # whole lines first
 
 
 class GitHub(Connector):
@@ -68,6 +69,8 @@ class GitHub(Connector):
         try:
             repo = self._follow(f"repos/{self.repo}")
         except UpstreamError as exc:
+            if exc.status in (403, 429) and "rate limit" in str(exc):  # spent, not refused
+                raise SyncError(f"GitHub: {exc}") from None
             hint = f"check the token in {self.source.token_env or 'GITHUB_TOKEN'} (it needs read access to issues)"
             raise common.explain(exc, "GitHub", self.repo, hint) from None
         key = product_key(self.source.product_key or self.repo.split("/")[-1])
@@ -80,18 +83,39 @@ class GitHub(Connector):
             response = self.client.get(response.headers["Location"])
         return response.json()
 
-    def _issues(self, params: dict) -> Iterator[list[dict]]:
+    def _params(self, params: dict) -> dict:
         labels = ",".join(label.strip() for label in self.source.query.split(",") if label.strip())
-        params = {"state": "all", **params, **({"labels": labels} if labels else {})}
-        return self._pages(f"repos/{self.repo}/issues", params)
+        return {"per_page": PAGE_SIZE, "state": "all", **params, **({"labels": labels} if labels else {})}
+
+    def _issues(self, params: dict) -> Iterator[list[dict]]:
+        return self._pages(f"repos/{self.repo}/issues", self._params(params))
 
     def changed(self, since: datetime | None) -> Iterator[Page]:
-        params = {"sort": "updated", "direction": "asc"}
-        if since is not None:
-            params["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """Pages of what changed, by keyset: each next page is asked `since` the last
+        change read (the items of that second already read left out), not by page
+        number, which an issue edited while the listing is read would shift, moving
+        an unread one back onto a page already read. A page all of one second, or
+        out of order, is followed by its `next` link instead."""
+        cursor = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if since is not None else None
         order = common.Ascending()
-        for issues in self._issues(params):
-            yield Page(issues, order.checkpoint([_time(issue.get("updated_at")) for issue in issues]))
+        seen: set[tuple[int, str]] = set()  # (number, updated_at) read at the cursor's second
+        url = None
+        while True:
+            if url is None:
+                params = {"sort": "updated", "direction": "asc", **({"since": cursor} if cursor else {})}
+                response = self.client.get(f"repos/{self.repo}/issues", self._params(params))
+            else:
+                response = self.client.get(url)
+            issues = response.json()
+            fresh = [issue for issue in issues if (issue.get("number"), issue.get("updated_at")) not in seen]
+            yield Page(fresh, order.checkpoint([_time(issue.get("updated_at")) for issue in fresh]))
+            url = next_link(response)
+            if not url:
+                break
+            last = issues[-1].get("updated_at") if issues else None
+            if order.ordered and last and last != cursor:
+                cursor, url, seen = last, None, set()
+            seen |= {(issue.get("number"), last) for issue in issues if last and issue.get("updated_at") == last}
         if (last := order.at_end()) is not None:
             yield Page([], last)
 
@@ -137,7 +161,7 @@ class GitHub(Connector):
             "key": key,
             "product": product,
             "title": common.title(issue.get("title"), key),
-            "description": common.clip(TEMPLATE_COMMENTS.sub("", issue.get("body") or "").strip()),
+            "description": common.clip(_text(issue.get("body"))),
             "severity": severity,
             "status": status,
             "created_at": common.iso(_time(issue.get("created_at"))),
@@ -208,6 +232,12 @@ class GitHub(Connector):
         raw["assignees"] = [a.get("login") for a in issue.get("assignees") or [] if isinstance(a, dict)]
         raw.pop("assignee", None)
         return raw
+
+
+def _text(body: str | None) -> str:
+    """A Markdown body as people read it: the web form's CRLF as newlines, without
+    the issue template's HTML comments (a comment alone on its line goes with the line)."""
+    return TEMPLATE_COMMENTS.sub("", (body or "").replace("\r\n", "\n")).strip()
 
 
 def _time(value: str | None) -> datetime | None:
