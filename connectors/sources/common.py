@@ -14,10 +14,14 @@ NOISE = ("self", "avatarUrls", "iconUrl", "avatarId", "expand", "avatar_url", "g
 
 def explain(exc: UpstreamError, vendor: str, project: str, credentials_hint: str) -> SyncError:
     """A failed first request, in words that say what to fix."""
+    text = str(exc).lower()
+    if exc.status in (403, 429) and "rate limit" in text:
+        return SyncError(f"{vendor}: {exc}")
+    missing = ("does not exist", "not a valid or accessible project", "no project could be found")
+    if exc.status in (404, 410) or (exc.status in (400, 403) and any(words in text for words in missing)):
+        return SyncError(f"{vendor} has no project {project!r}, or the token cannot see it ({exc})")
     if exc.status in (401, 403):
         return SyncError(f"{vendor} refused the credentials ({exc}); {credentials_hint}")
-    if exc.status == 404 or (exc.status == 400 and "does not exist" in str(exc)) or exc.status == 410:
-        return SyncError(f"{vendor} has no project {project!r}, or the token cannot see it ({exc})")
     return SyncError(f"{vendor}: {exc}")
 
 
