@@ -22,10 +22,15 @@ are given keys by the sync, which knows what is already stored.
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .http import Client
 from .models import Source
+
+#: A sync asks for what changed since its checkpoint less this: trackers keep
+#: times at a precision (and in a zone) of their own, and an item updated
+#: while a page was read must not fall between two syncs.
+OVERLAP = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)

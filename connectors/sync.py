@@ -36,14 +36,13 @@ from backlog.interchange import dumps
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import DATABASE_REFUSED, export_selected, import_records
 
-from .base import Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
+from .base import OVERLAP, Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
 from .http import UpstreamError
 from .models import RunStatus, Source, SyncedRecord, SyncRun
 from .sources import connector_class
 
 logger = logging.getLogger(__name__)
 
-OVERLAP = timedelta(minutes=2)
 ERRORS_KEPT = 20
 ITEM_MODELS = {"bug": Bug, "test": QATest}
 

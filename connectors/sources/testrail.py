@@ -33,9 +33,8 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from urllib.parse import parse_qsl
 
-from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, SyncError, product_key
+from ..base import OVERLAP, Connector, FeatureRef, Mapped, Page, ProductInfo, SyncError, product_key
 from ..http import Client, UpstreamError
-from ..sync import OVERLAP
 from . import common
 
 PAGE_SIZE = 250  # the most TestRail serves a page

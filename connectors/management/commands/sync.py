@@ -17,7 +17,7 @@ import time
 
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from backlog.management.commands._progress import progress_bars
@@ -52,6 +52,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
     def handle(self, *args, **options):
+        if Source._meta.db_table not in connection.introspection.table_names():
+            raise CommandError("the database has no connectors tables yet: run manage.py migrate first")
         if options["watch"]:
             return self.watch()
         if options["due"]:
