@@ -278,13 +278,16 @@ def test_a_site_that_dies_mid_sync_loses_nothing_and_the_next_sync_resumes(jira)
         sync(jira)
 
     source = Source.objects.get()
-    assert Bug.objects.count() == 50
-    written = sorted(jira.issues.values(), key=lambda i: (jira.updated(i), int(i["id"])))[:50]
+    # Two pages: the second asked from the first's last time, which it holds again (read once).
+    assert Bug.objects.count() == 49
+    written = sorted(jira.issues.values(), key=lambda i: (jira.updated(i), int(i["id"])))[:49]
     assert source.checkpoint == jira.updated(written[-1])  # never past what was written
     jira.revive()
+    sent = len(jira.requests)
     out, _ = sync(jira)
-    assert Bug.objects.count() == 120 and "created 70" in out
-    assert f"updated >= {int((source.checkpoint - timedelta(minutes=2)).timestamp() * 1000)}" in searched_jql(jira)[-2]
+    assert Bug.objects.count() == 120 and "created 71" in out
+    since = int((source.checkpoint - timedelta(minutes=2)).timestamp() * 1000)
+    assert f"updated >= {since} " in searched_jql(jira, sent)[1]
 
 
 def test_the_teams_of_the_source_see_the_product_and_no_one_else(jira, django_user_model):
@@ -299,6 +302,43 @@ def test_the_teams_of_the_source_see_the_product_and_no_one_else(jira, django_us
     assert access.visible(Bug.objects.all(), member).count() == 120
     assert access.visible(Bug.objects.all(), outsider).count() == 0
     assert service.call("search", {"query": "hadoop"}, user=outsider)["total"] == 0
+
+
+def test_an_issue_edited_while_the_listing_is_read_takes_no_other_one_with_it(jira):
+    """Offsets shift when an issue read on page 1 is edited (it moves to the end):
+    the next page is asked from the last time read instead, so none is skipped."""
+    jira.page_cap = 20
+    handle, served = jira.handle, []
+
+    def edit_after_the_first_page(request):
+        response = handle(request)
+        if request.path.endswith("/search/jql") and "updated" in request.query.get("fields", ""):
+            served.append(request)
+            if len(served) == 1:
+                first = response.body["issues"][3]["key"]
+                jira.edit(first, summary="Edited while the sync read page 1")
+        return response
+
+    jira.handle = edit_after_the_first_page
+    sync(jira)
+    del jira.handle
+
+    assert Bug.objects.count() == 120
+    assert Bug.objects.filter(title="Edited while the sync read page 1").count() == 1
+
+
+def test_issues_all_of_one_instant_are_paged_by_the_sites_own_paging(jira):
+    """A bulk edit stamps every issue with one time: asking from the last time
+    read would read the same page again, so the listing goes on by nextPageToken."""
+    jira.page_cap = 25
+    for issue in jira.issues.values():
+        issue["fields"]["updated"] = jira.stamp(jira.clock)
+
+    sync(jira)
+
+    assert Bug.objects.count() == 120
+    tokens = [r.query.get("nextPageToken") for r in jira.requests if "summary" in r.query.get("fields", "")]
+    assert tokens[0] is None and all(tokens[1:]) and len(tokens) == 5
 
 
 def test_a_site_that_refuses_get_is_searched_by_post(jira):
@@ -318,8 +358,10 @@ def test_data_center_pages_by_start_at_with_a_personal_access_token(monkeypatch)
         jira.stop()
 
     assert Bug.objects.count() == 61
-    starts = [r.query["startAt"] for r in jira.requests if r.path == "/rest/api/2/search" and "startAt" in r.query]
-    assert starts[1:4] == ["0", "25", "50"]  # after the check's own search
+    # Each page a search from the last time read (keyset), from its start.
+    pages = [r.query for r in jira.requests if r.path == "/rest/api/2/search" and "summary" in r.query["fields"]]
+    assert len(pages) == 3 and {page["startAt"] for page in pages} == {"0"}
+    assert len({page["jql"] for page in pages}) == 3
     assert all(r.headers["authorization"] == f"Bearer {jira.token}" for r in jira.requests)
     description = Bug.objects.get(key=trace["key"]).description
     assert "{noformat}" not in description and "\tat org.apache.hadoop.mapred.Task.run(Task.java:88)" in description

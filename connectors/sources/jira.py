@@ -105,23 +105,26 @@ class Jira(Connector):
 
     def search(self, jql: str, fields: list[str], page_size: int) -> Iterator[list[dict]]:
         """Pages of issues matching `jql`, by the paging of the API in use."""
-        params = {"jql": jql, "fields": ",".join(fields), "maxResults": page_size}
-        if self.api == "3":
-            while True:
-                body = self._search_jql(params)
-                yield body.get("issues") or []
-                token = body.get("nextPageToken")
-                if body.get("isLast") or not token:
-                    return
-                params = {**params, "nextPageToken": token}
-        start = 0
+        position = None
         while True:
-            body = self.client.get_json("rest/api/2/search", {**params, "startAt": start})
-            issues = body.get("issues") or []
+            issues, position = self.page(jql, fields, page_size, position)
             yield issues
-            start += len(issues)
-            if not issues or start >= body.get("total", 0):
+            if position is None:
                 return
+
+    def page(self, jql: str, fields: list[str], size: int, position) -> tuple[list[dict], object]:
+        """One page of a search from `position` (None: the first), and the next
+        position (Cloud's nextPageToken, Data Center's startAt), None after the last."""
+        params = {"jql": jql, "fields": ",".join(fields), "maxResults": size}
+        if self.api == "3":
+            body = self._search_jql({**params, **({"nextPageToken": position} if position else {})})
+            token = body.get("nextPageToken")
+            return body.get("issues") or [], None if body.get("isLast") or not token else token
+        start = position or 0
+        body = self.client.get_json("rest/api/2/search", {**params, "startAt": start})
+        issues = body.get("issues") or []
+        start += len(issues)
+        return issues, None if not issues or start >= body.get("total", 0) else start
 
     def _search_jql(self, params: dict) -> dict:
         """One page of /search/jql: a GET, or a POST with the same fields where
@@ -157,9 +160,31 @@ class Jira(Connector):
         return f"check the personal access token in {self.source.token_env or 'JIRA_API_TOKEN'}"
 
     def changed(self, since: datetime | None) -> Iterator[Page]:
+        """Pages of what changed, by keyset: each next page is a new search from
+        the last `updated` read (the issues of that page already read left out),
+        not the next offset, which an issue edited while the listing is read
+        would shift, moving an unread one back onto a page already read. A page
+        that does not move the time on (all of one instant), or a listing out of
+        order, goes on by the API's own paging instead."""
         order = common.Ascending()
-        for issues in self.search(self.jql(since), FIELDS, PAGE_SIZE):
-            yield Page(issues, order.checkpoint([_time(issue["fields"].get("updated")) for issue in issues]))
+        cursor, position = since, None
+        jql = self.jql(cursor)
+        seen: set[tuple[str, str]] = set()  # (id, updated) of the page before
+        while True:
+            issues, position = self.page(jql, FIELDS, PAGE_SIZE, position)
+            fresh = [i for i in issues if (str(i["id"]), i["fields"].get("updated")) not in seen]
+            yield Page(fresh, order.checkpoint([_time(issue["fields"].get("updated")) for issue in fresh]))
+            if position is None:
+                break
+            times = [_time(issue["fields"].get("updated")) for issue in issues]
+            last = times[-1] if times else None
+            read = {(str(i["id"]), i["fields"].get("updated")) for i in issues}
+            # Asked from `last`, a page of which only the issues at `last` were read moves on.
+            if order.ordered and fresh and last is not None and any(t is not None and t < last for t in times):
+                cursor, position, seen = last, None, read
+                jql = self.jql(cursor)
+            else:
+                seen |= read
         if (last := order.at_end()) is not None:
             yield Page([], last)
 
