@@ -8,8 +8,9 @@ BIN    := $(VENV)/bin
 .PHONY: run test install system-packages bench fuzz lint pool-check
 
 # The local quick start opts in to Django's debug pages (DEBUG defaults to false).
+# exec: serve replaces the shell, and stops everything when make is stopped by its PID.
 run: install
-	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py serve
+	DEBUG=$${DEBUG:-true} exec $(BIN)/python manage.py serve
 
 test: install system-packages
 	$(BIN)/python -m pytest

@@ -1,7 +1,9 @@
 """`manage.py serve` prepares everything and says how to connect."""
 
+import contextlib
 import io
 import json
+import os
 import re
 import signal
 import socket
@@ -172,3 +174,44 @@ def test_mcp_tools_count_against_the_same_search_budget(tramline, reader, bob, s
     assert "3/min per user (SEARCH_RATE_LIMIT)" in refused["error"]["message"]
     assert reader.get("/api/search", search).status_code == 429
     assert not operator_failed and operator["total"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_sigterm_to_make_run_by_its_pid_leaves_nothing_running():
+    """What a service manager, `timeout` or `kill` does: SIGTERM to make's own
+    PID, not to its process group. make passes no signal on; serve learns that
+    its parent is gone and stops every process it started."""
+    web = free_port()
+    env = {**server_env(connection.settings_dict["NAME"]), "ADMIN_PASSWORD": "a-long-test-passphrase"}
+    env.update(SERVE_ADDRPORT=f"127.0.0.1:{web}", SERVE_MCP_PORT=str(free_port()), DEMO_RECORDS="0")
+    env.update(SERVE_WORKERS="1", SERVE_THREADS="2", DEBUG="false", SECRET_KEY="serve-test")
+    make = subprocess.Popen(
+        ["make", "--no-print-directory", "run", f"BIN={sys.executable.rsplit('/', 1)[0]}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert make.poll() is None, "make run ended early"
+            try:
+                if fetch(f"http://127.0.0.1:{web}/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "make run did not answer"
+            time.sleep(0.3)
+        started = psutil.Process(make.pid).children(recursive=True)
+        assert any("gunicorn" in " ".join(p.cmdline()) for p in started)
+
+        make.send_signal(signal.SIGTERM)  # to make alone, as `kill PID` does
+        make.wait(10)
+        _, alive = psutil.wait_procs(started, timeout=10)
+        assert alive == [], [" ".join(p.cmdline()) for p in alive]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGKILL)

@@ -94,6 +94,12 @@ class Command(BaseCommand):
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
         # Ctrl-C: the children are stopped and the embedded database detached.
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        # And when whatever started us dies (`make run` stopped by its PID: make
+        # passes no signal on), the kernel sends that SIGTERM too.
+        parent = os.getppid()
+        die_with_parent()
+        if os.getppid() != parent:  # it died before we asked
+            sys.exit(128 + signal.SIGTERM)
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         helpers = []
         if embed:
@@ -197,4 +203,8 @@ def gunicorn_command(addrport: str) -> list[str]:
         "-" if os.environ.get("SERVE_ACCESS_LOG") else "/dev/null",
         "--chdir",
         str(settings.BASE_DIR),
+        # gunicorn's control socket is one path per user (~/.gunicorn/gunicorn.ctl):
+        # a second instance on the machine would take it over, and stopping
+        # either would delete the other's. serve stops gunicorn by signal.
+        "--no-control-socket",
     ]
