@@ -185,7 +185,12 @@ def test_bad_credentials_and_an_unknown_repository_write_nothing(github, monkeyp
         sync(github, repo="mozilla/seamonkey-classic")
 
     assert not Source.objects.exists() and not Bug.objects.exists() and not Product.objects.exists()
-    assert [r.path for r in github.requests] == ["/repos/mozilla/seamonkey", "/repos/mozilla/seamonkey-classic"]
+    # The repository, then its issue list (which a token limited to issues could read): both 404.
+    assert [r.path for r in github.requests] == [
+        "/repos/mozilla/seamonkey",
+        "/repos/mozilla/seamonkey-classic",
+        "/repos/mozilla/seamonkey-classic/issues",
+    ]
 
 
 def test_a_spent_rate_limit_is_waited_out_until_its_reset(github):
@@ -298,3 +303,23 @@ def test_a_bulk_edit_of_more_issues_than_a_page_in_one_second_is_read_by_the_lin
         (LISTING, "2026-03-01T12:00:00Z", None),  # from the last change of page one: all of that second
         (f"/repositories/{repo_id}/issues", "2026-03-01T12:00:00Z", "2"),  # so on by the link
     ]
+
+
+def test_a_repository_that_cannot_be_read_itself_is_known_by_its_issues(github):
+    """A token limited to issues (or a proxy that serves only them): the
+    repository's own page is a 404, its issue list is there."""
+    from tests.upstream.server import Response
+
+    handle = github.handle
+
+    def no_repository_page(request):
+        if request.path == "/repos/mozilla/seamonkey":
+            return Response(404, {"message": "Not Found", "status": "404"})
+        return handle(request)
+
+    github.handle = no_repository_page
+    out = sync(github)
+
+    assert out.startswith("github:mozilla/seamonkey: created")
+    assert Product.objects.get(key="SEAMONKEY").name == "mozilla/seamonkey"
+    assert Bug.objects.filter(product__key="SEAMONKEY").exists()

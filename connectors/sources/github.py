@@ -67,7 +67,15 @@ class GitHub(Connector):
 
     def check(self) -> ProductInfo:
         try:
-            repo = self._follow(f"repos/{self.repo}")
+            try:
+                repo = self._follow(f"repos/{self.repo}")
+            except UpstreamError as exc:
+                # A token limited to issues (or a proxy that serves only them) may not
+                # read the repository itself: its issue list proves it is there.
+                if exc.status != 404:
+                    raise
+                self.client.get(f"repos/{self.repo}/issues", {"state": "all", "per_page": 1})
+                repo = {}
         except UpstreamError as exc:
             if exc.status in (403, 429) and "rate limit" in str(exc):  # spent, not refused
                 raise SyncError(f"GitHub: {exc}") from None
