@@ -3,7 +3,7 @@
     .venv/bin/python bench/sync_bench.py [--issues 10000] [--repeat 3]
 
 The Jira is tests/upstream/jira.py on loopback (Cloud: search/jql pages of
-100, ADF descriptions), holding gitbugs-hadoop's bugs over and over with
+100, ADF descriptions), holding 200 of gitbugs-hadoop's bugs over and over with
 components and duplicate links. Each repeat, on emptied tables of a
 database of its own: the first sync (every issue fetched, mapped, written
 and indexed: the triggers fill search_document; embedding is the worker's,
@@ -44,7 +44,7 @@ def empty_tables() -> None:
 
 
 def site(issues: int) -> FakeJira:
-    base = FakeJira.from_gitbugs(2503)
+    base = FakeJira.from_gitbugs(200)
     jira = FakeJira()
     templates = list(base.issues.values())
     components = ["hdfs", "yarn", "mapreduce", "common", "security", "build", None]

@@ -12,6 +12,7 @@ zone at minute precision, ORDER BY) and answers anything else with Jira's
 
 import base64
 import json
+import lzma
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,9 @@ from zoneinfo import ZoneInfo
 
 from .server import Request, Response, Upstream
 
-GITBUGS = Path(__file__).resolve().parents[3] / "shared" / "eval" / "gitbugs-hadoop" / "records.jsonl"
+# The first 200 bugs of the shared gitbugs-hadoop set: Apache Hadoop's own Jira, from the
+# GitBugs data set (Avinash Patil, arXiv:2504.09651, CC BY 4.0), kept with the tests.
+GITBUGS = Path(__file__).resolve().parents[1] / "fixtures" / "gitbugs-hadoop-200.jsonl.xz"
 UNAUTHORIZED = "Client must be authenticated to access this resource."
 REMOVED = {
     "errorMessages": [
@@ -236,7 +239,7 @@ class FakeJira(Upstream):
     def from_gitbugs(cls, count: int, **options) -> "FakeJira":
         """The first `count` bugs of the shared gitbugs-hadoop set (Apache's own Jira) as issues."""
         jira = cls(**options)
-        with GITBUGS.open() as lines:
+        with lzma.open(GITBUGS, "rt") as lines:
             bugs = [r for r in map(json.loads, lines) if r["kind"] == "bug"][:count]
         for bug in bugs:
             raw = bug["raw_data"]
