@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install system-packages bench fuzz lint pool-check
+.PHONY: run test install system-packages bench fuzz lint pool-check screenshots
 
 # The local quick start opts in to Django's debug pages (DEBUG defaults to false).
 # exec: serve replaces the shell, and stops everything when make is stopped by its PID.
@@ -40,6 +40,11 @@ system-packages:
 pool-check: install system-packages
 	$(BIN)/python -m tests.pgbouncer tests/test_search.py tests/test_import_export.py tests/test_api.py \
 	  tests/test_mcp.py tests/test_service.py
+
+# The screenshots docs/ shows, taken anew by the browser tests (a plain `make test`
+# writes its screenshots to artifacts/ only, and leaves the checkout clean).
+screenshots: install system-packages
+	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_duplicates_browser.py
 
 bench: install
 	$(BIN)/python bench/import_bench.py
