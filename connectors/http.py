@@ -139,7 +139,7 @@ class Client:
             return retrying(self._once, method, url, **kwargs)
         except _Retryable as exc:
             raise UpstreamError(
-                f"{exc} ({self.attempts} tries); nothing past the last page written was lost: sync again later",
+                f"{exc} ({self.attempts} tries); sync again later",
                 status=exc.response.status_code if exc.response is not None else None,
             ) from None
 

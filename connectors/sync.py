@@ -132,9 +132,12 @@ def run(
                 sync_run.swept = True
                 _sweep(source, connector, product, tally)
         except (UpstreamError, SyncError) as exc:
-            tally.error(str(exc))
+            message = str(exc)
+            if tally.fetched:
+                message += "; the pages written before are kept, and the next sync resumes after them"
+            tally.error(message)
             _finish(sync_run, tally, connector, RunStatus.FAILED, started)
-            raise SyncError(str(exc)) from None
+            raise SyncError(message) from None
         except BaseException:
             tally.error("the sync was interrupted; the next one resumes from the last page written")
             _finish(sync_run, tally, connector, RunStatus.FAILED, started)
