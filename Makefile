@@ -44,7 +44,7 @@ pool-check: install system-packages
 # The screenshots docs/ shows, taken anew by the browser tests (a plain `make test`
 # writes its screenshots to artifacts/ only, and leaves the checkout clean).
 screenshots: install system-packages
-	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_duplicates_browser.py
+	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_duplicates_browser.py tests/test_connector_browser.py
 
 bench: install
 	$(BIN)/python bench/import_bench.py
