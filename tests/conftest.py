@@ -191,6 +191,14 @@ def pgdata(tmp_path):
             psutil.Process(int(pid_file.read_text().split()[0])).send_signal(signal.SIGINT)
 
 
+@pytest.fixture
+def quick_retries(settings):
+    """Connector tests: three tries a request upstream, never waiting more than
+    3 s between two (a site's Retry-After of 1 s is still waited out)."""
+    settings.SYNC_HTTP_ATTEMPTS = 3
+    settings.SYNC_HTTP_MAX_WAIT = 3
+
+
 # -- the people of the API tests --------------------------------------------------------------
 # Alice curates records (she may add, change and delete them and import
 # files); Bob reads (an account and nothing more); an anonymous caller has

@@ -23,15 +23,9 @@ from connectors.models import RunStatus, Source, SyncedRecord, SyncRun
 from search import service
 from tests.upstream.github import FakeGitHub, add_crash_reports, parsed, seamonkey
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 LISTING = "/repos/mozilla/seamonkey/issues"
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.SYNC_HTTP_ATTEMPTS = 3
-    settings.SYNC_HTTP_MAX_WAIT = 3
 
 
 @pytest.fixture

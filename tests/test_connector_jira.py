@@ -23,7 +23,7 @@ from search import service
 from tests.conftest import client_with_token, seeing_all_products
 from tests.upstream.jira import FakeJira
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 TRACE = (
     "Job fails when the input is empty\n\n"
@@ -31,12 +31,6 @@ TRACE = (
     "\tat org.apache.hadoop.io.Text.readFields(Text.java:291)\n"
     "\tat org.apache.hadoop.mapred.Task.run(Task.java:88)"
 )
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.SYNC_HTTP_ATTEMPTS = 3
-    settings.SYNC_HTTP_MAX_WAIT = 3
 
 
 def serve(monkeypatch, jira: FakeJira) -> FakeJira:

@@ -22,13 +22,7 @@ from backlog.models import Bug
 from connectors.models import RunStatus, Source, SyncRun
 from tests.upstream.jira import FakeJira
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.SYNC_HTTP_ATTEMPTS = 2
-    settings.SYNC_HTTP_MAX_WAIT = 1
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 
 @pytest.fixture

@@ -23,17 +23,11 @@ from connectors.sources import testio as connector
 from search import service
 from tests.upstream.testio import PUSH, QR, FakeTestIO
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 TESTS, BUGS, FEATURES = 52, 127, 5
 PAGES = [f"/products/4711/exploratory_tests?page={n}&per_page=25" for n in (1, 2, 3)]
 ALL_BUGS = "/bugs?filter_product_ids=4711&page=1&per_page=500"
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.SYNC_HTTP_ATTEMPTS = 3
-    settings.SYNC_HTTP_MAX_WAIT = 3
 
 
 @pytest.fixture

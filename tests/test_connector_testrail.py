@@ -20,13 +20,7 @@ from connectors.models import RunStatus, Source, SyncedRecord, SyncRun
 from search import service
 from tests.upstream.testrail import FakeTestRail
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def quick_retries(settings):
-    settings.SYNC_HTTP_ATTEMPTS = 3
-    settings.SYNC_HTTP_MAX_WAIT = 3
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 
 def serve(monkeypatch, fake: FakeTestRail) -> FakeTestRail:

@@ -63,6 +63,20 @@ def fetch(url: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
         return error.code, dict(error.headers), error.read()
 
 
+def wait_until_serving(process: subprocess.Popen, health: str, mcp: str | None = None, seconds: float = 120) -> None:
+    """Until `health` answers 200 (and MCP over HTTP, when given, asks for a token)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, "it ended before it served"
+        try:
+            if fetch(health)[0] == 200 and (mcp is None or fetch(mcp)[0] == 401):
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "it did not answer"
+        time.sleep(0.3)
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
@@ -86,16 +100,7 @@ def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leav
     )
     base = f"http://127.0.0.1:{web}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, process.stdout.read()
-            try:
-                if fetch(f"{base}/healthz")[0] == 200 and fetch(f"http://127.0.0.1:{mcp}/mcp")[0] == 401:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "serve did not answer"
-            time.sleep(0.3)
+        wait_until_serving(process, f"{base}/healthz", f"http://127.0.0.1:{mcp}/mcp")
         server_children = psutil.Process(process.pid).children(recursive=True)
 
         status, _, body = fetch(f"{base}/readyz")
@@ -195,16 +200,7 @@ def test_sigterm_to_make_run_by_its_pid_leaves_nothing_running():
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert make.poll() is None, "make run ended early"
-            try:
-                if fetch(f"http://127.0.0.1:{web}/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "make run did not answer"
-            time.sleep(0.3)
+        wait_until_serving(make, f"http://127.0.0.1:{web}/healthz")
         started = psutil.Process(make.pid).children(recursive=True)
         assert any("gunicorn" in " ".join(p.cmdline()) for p in started)
 
