@@ -1,4 +1,4 @@
-"""Request bodies of the bulk import: JSON Lines, handed over line by line.
+"""Request bodies: JSON, and the bulk import's JSON Lines, handed over line by line.
 
 `backlog.services.import_records` parses and validates each line itself
 (with its line number), so these parsers only split the body into lines, as
@@ -11,9 +11,21 @@ in case the length was not declared.
 from collections.abc import Iterator
 
 from django.conf import settings
+from rest_framework import exceptions, parsers
 from rest_framework.parsers import BaseParser
 
-from .errors import TooLarge
+from backlog.text import SURROGATE_PROBLEM, surrogate_at
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's, refusing a body whose text no database stores (a lone surrogate)
+    with a 400 naming where, before a field's validation could echo it back."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        if (where := surrogate_at(data)) is not None:
+            raise exceptions.ParseError(f"{where} {SURROGATE_PROBLEM}.")
+        return data
 
 
 class JSONLinesParser(BaseParser):
@@ -51,7 +63,10 @@ def _lines(stream, limit: int) -> Iterator[bytes]:
         yield line
 
 
-def too_large(limit: int) -> TooLarge:
+def too_large(limit: int):
+    # Imported here: DRF reads DEFAULT_PARSER_CLASSES (this module) while api.errors is being imported.
+    from .errors import TooLarge
+
     return TooLarge(
         f"The body is larger than the import limit of {limit:,} bytes (IMPORT_MAX_BYTES). Import a bigger "
         "file on the server with `manage.py import_records FILE`, or send it in parts of whole lines."

@@ -27,6 +27,7 @@ from django.utils import timezone
 from . import access, bulk, interchange
 from .models import RECORD_MODELS, Product, key_taken_message
 from .signals import records_imported
+from .text import SURROGATE
 
 logger = logging.getLogger(__name__)
 
@@ -214,7 +215,8 @@ def _guess_key(line: str | bytes) -> str | None:
         key = interchange.json.loads(line).get("key")
     except (ValueError, AttributeError):
         return None
-    return key if isinstance(key, str) and len(key) <= 64 else None
+    # Only a key that is text: it is echoed in the report (a lone surrogate is not, nor is NUL).
+    return key if isinstance(key, str) and len(key) <= 64 and not SURROGATE.search(key) and "\x00" not in key else None
 
 
 @dataclass

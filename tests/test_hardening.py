@@ -202,3 +202,56 @@ def test_a_feature_with_bugs_cannot_move_to_another_product(tramline, curator):
     # A feature with nothing under it may move.
     Feature.objects.create(key="FEAT-8", name="Lonely", product=Product.objects.get(key="PRD-1"))
     assert curator.patch("/api/features/FEAT-8", {"product": "PRD-9"}, format="json").status_code == 200
+
+
+# -- round two: what an outside tester still found (issue 26) ----------------------------------
+
+SURROGATE = "\\ud800"  # as a JSON escape: a lone UTF-16 surrogate, which no UTF-8 text holds
+
+
+@pytest.mark.parametrize(
+    "method, url, body, named",
+    [
+        ("post", "/api/bugs/check-duplicates", f'{{"title": "Crash {SURROGATE}"}}', "title"),
+        ("post", "/api/bugs", f'{{"key": "BUG-90", "product": "PRD-1{SURROGATE}", "title": "x"}}', "product"),
+        (
+            "post",
+            "/api/bugs",
+            f'{{"key": "BUG-90", "product": "PRD-1", "title": "x", "severity": "{SURROGATE}"}}',
+            "severity",
+        ),
+        (
+            "post",
+            "/api/bugs",
+            f'{{"key": "BUG-90", "product": "PRD-1", "title": "x", "raw_data": {{"steps": ["a", "{SURROGATE}"]}}}}',
+            "raw_data.steps[1]",
+        ),
+        ("post", "/api/features", f'{{"key": "FEAT-90", "product": "PRD-1", "name": "{SURROGATE}"}}', "name"),
+        (
+            "post",
+            "/api/bugs",
+            f'{{"key": "BUG-90", "product": "PRD-1", "title": "x", "raw_data": {{"{SURROGATE}": 1}}}}',
+            "a key of raw_data",
+        ),
+    ],
+)
+def test_a_lone_surrogate_in_a_json_body_is_a_400_naming_the_field(tramline, curator, method, url, body, named):
+    response = getattr(curator, method)(url, body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and error["message"].startswith(f"{named} holds a lone UTF-16 surrogate")
+
+
+@pytest.mark.parametrize("query", ["dry_run=true", "dry_run=true&skip_invalid=true", ""])
+@pytest.mark.parametrize("where", ["key", "title"])
+def test_a_lone_surrogate_in_an_import_is_a_problem_of_its_line(tramline, curator, query, where):
+    record = {"kind": "bug", "key": "BUG-91", "product": "PRD-1", "title": "Crash"}
+    record[where] += SURROGATE
+    line = json.dumps(record).replace("\\\\", "\\") + "\n"  # the escape as sent, not escaped again
+    response = curator.post(f"/api/import?{query}", line, content_type="application/x-ndjson")
+    # Refused as its line (skip_invalid: reported beside what was imported), never a 500.
+    assert response.status_code == (200 if "skip_invalid" in query else 400), response.content[:300]
+    body = response.json()
+    problems = body["problems"] if response.status_code == 200 else body["error"]["problems"]
+    assert [(p["line"], p["key"]) for p in problems] == [(1, None if where == "key" else "BUG-91")]
+    assert problems[0]["message"].startswith("not valid JSON")
