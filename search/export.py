@@ -64,9 +64,11 @@ CSV_BOM = "\ufeff"
 
 def format_named(name) -> Format:
     """The format `name` asks for, or a SearchError naming the ones there are."""
-    if name in FORMATS:
-        return FORMATS[name]
     known = " or ".join(repr(known) for known in FORMATS)
+    if isinstance(name, list | tuple):  # format=csv&format=jsonl
+        raise SearchError(f"format: give one format, not {len(name)}; use {known}.")
+    if isinstance(name, str) and name in FORMATS:
+        return FORMATS[name]
     raise SearchError(f"format: {name!r} is not a format; use {known} (or leave format out for the JSON response).")
 
 

@@ -279,3 +279,13 @@ def test_the_ui_export_is_for_staff_only(client, corpus, bob):
     client.force_login(bob)
     response = client.get("/search/export", {"query": "renewal", "format": "csv"})
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_a_repeated_format_is_a_400_naming_it_on_rest_and_in_the_staff_ui(corpus, bob, alice, client):
+    response = client_with_token(bob).get("/api/search?query=renewal&format=csv&format=jsonl")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "format: give one format, not 2; use 'csv' or 'jsonl'."
+
+    client.force_login(alice)
+    page = client.get("/search/export?query=renewal&format=csv&format=jsonl")
+    assert page.status_code == 400 and "give one format, not 2" in page.content.decode()
