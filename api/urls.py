@@ -27,7 +27,10 @@ urlpatterns = [
     # lives under the site's Content-Security-Policy with no exception.
     path(
         "docs",
-        SpectacularSwaggerSplitView.as_view(url_name="api:schema", template_name="api/swagger_ui.html"),
+        # GET and HEAD only: an OPTIONS would render DRF's metadata through the page's template.
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api:schema", template_name="api/swagger_ui.html", http_method_names=["get", "head"]
+        ),
         name="docs",
     ),
     *router.urls,

@@ -255,3 +255,10 @@ def test_a_lone_surrogate_in_an_import_is_a_problem_of_its_line(tramline, curato
     problems = body["problems"] if response.status_code == 200 else body["error"]["problems"]
     assert [(p["line"], p["key"]) for p in problems] == [(1, None if where == "key" else "BUG-91")]
     assert problems[0]["message"].startswith("not valid JSON")
+
+
+@pytest.mark.parametrize("method", ["options", "post", "put", "patch", "delete"])
+def test_the_api_docs_page_answers_other_methods_with_405_not_a_server_error(db, anonymous, method):
+    response = getattr(anonymous, method)("/api/docs")
+    assert response.status_code == 405 and response["Allow"] == "GET, HEAD"
+    assert b"Traceback" not in response.content and b"TemplateDoesNotExist" not in response.content
