@@ -3,18 +3,30 @@
 One token per user, issued and revoked in the admin, opens both surfaces;
 an inactive user's token opens neither (as DRF's TokenAuthentication).
 The SDK answers 401 for a missing or unknown token; the user's id travels
-in the access token's subject to the tools (mcp_bridge.server).
+in the access token's subject to the tools (mcp_bridge.server). A token
+that cannot be checked because the database is down is neither: the
+request gets the 503 every surface gives then (`DatabaseOutage`).
 """
 
+import json
+
 import anyio.to_thread
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.provider import AccessToken
 from rest_framework.authtoken.models import Token
+
+from backlog.db import database_unavailable
+from search.contract import DatabaseUnavailable
 
 
 class DrfTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
-        user_id = await anyio.to_thread.run_sync(user_for_token, token)
+        try:
+            user_id = await anyio.to_thread.run_sync(user_for_token, token)
+        except DatabaseError as exc:
+            if database_unavailable(exc):
+                raise DatabaseUnavailable() from None
+            raise
         if user_id is None:
             return None
         return AccessToken(token=token, client_id=f"user-{user_id}", subject=str(user_id), scopes=[])
@@ -27,3 +39,32 @@ def user_for_token(key: str) -> int | None:
         return token.user_id if token and token.user.is_active else None
     finally:
         close_old_connections()
+
+
+class DatabaseOutage:
+    """ASGI middleware around the SDK's authentication: a request whose token
+    could not be checked, the database being down, gets a 503 with the
+    contract's `database_unavailable` body and Retry-After, as REST and the
+    tools give, instead of the server's bare 500."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await self.app(scope, receive, send)
+        except DatabaseUnavailable as exc:
+            if scope["type"] != "http":
+                raise
+            headers = [(b"content-type", b"application/json")]
+            headers += [(name.lower().encode(), value.encode()) for name, value in exc.headers().items()]
+            await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+            await send({"type": "http.response.body", "body": json.dumps(exc.body()).encode()})
+
+
+def http_app(server, host: str):
+    """The streamable HTTP app of `server` (stateless), with DatabaseOutage
+    outside its authentication."""
+    app = server.streamable_http_app(host=host, stateless_http=True)
+    app.add_middleware(DatabaseOutage)
+    return app

@@ -607,3 +607,52 @@ def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_c
     answer = json.loads(events[-1])
     assert answer["id"] == 7 and not answer["result"]["isError"]
     assert answer["result"]["structuredContent"]["results"][0]["key"]
+
+
+def test_over_http_a_token_that_cannot_be_checked_with_the_database_down_is_a_503_not_a_500(monkeypatch):
+    """The token check runs before any tool, outside the tools' own error handling:
+    a lost database there gets the 503 and Retry-After every surface gives."""
+    from django.db import OperationalError
+
+    from mcp_bridge import auth
+    from mcp_bridge.server import build_server
+
+    def lost(key):
+        raise OperationalError("connection to server failed: Connection refused")
+
+    monkeypatch.setattr(auth, "user_for_token", lost)
+    app = auth.http_app(build_server(http_url="http://127.0.0.1:8001"), "127.0.0.1")
+    request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "http_version": "1.1",
+        "server": ("127.0.0.1", 8001),
+        "client": ("127.0.0.1", 50000),
+        "headers": [
+            (b"host", b"127.0.0.1:8001"),
+            (b"authorization", b"Bearer some-token"),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ],
+    }
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": request, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    anyio.run(app, scope, receive, send)
+
+    start = sent[0]
+    headers = {name.decode(): value.decode() for name, value in start["headers"]}
+    body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert (start["status"], headers["retry-after"], headers["content-type"]) == (503, "2", "application/json")
+    assert body["error"]["code"] == "database_unavailable" and "Connection refused" not in json.dumps(body)

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from mcp_bridge import stdio
+from mcp_bridge.auth import http_app
 from mcp_bridge.server import build_server
 
 
@@ -34,7 +35,7 @@ class Command(BaseCommand):
         if user:
             raise CommandError("--user is for stdio; over HTTP each request acts as its bearer token's user.")
         url = f"http://{host}:{port}"
-        app = build_server(http_url=url).streamable_http_app(host=host, stateless_http=True)
+        app = http_app(build_server(http_url=url), host)
         self.stderr.write(f"MCP over streamable HTTP at {url}/mcp (Authorization: Bearer <API token>)")
         uvicorn.run(app, host=host, port=port, log_level="warning")
 
