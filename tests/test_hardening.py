@@ -262,3 +262,15 @@ def test_the_api_docs_page_answers_other_methods_with_405_not_a_server_error(db,
     response = getattr(anonymous, method)("/api/docs")
     assert response.status_code == 405 and response["Allow"] == "GET, HEAD"
     assert b"Traceback" not in response.content and b"TemplateDoesNotExist" not in response.content
+
+
+def test_an_inactive_users_token_is_answered_as_an_unknown_token(tramline, alice):
+    token = Token.objects.create(user=alice).key
+    alice.is_active = False
+    alice.save()
+    inactive = APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/search?query=renewal")
+    unknown = APIClient(HTTP_AUTHORIZATION="Token " + "0" * 40).get("/api/search?query=renewal")
+    assert inactive.status_code == unknown.status_code == 401
+    assert (
+        inactive.json() == unknown.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
+    )
