@@ -21,7 +21,7 @@ from typing import Any
 from django.db import close_old_connections
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -113,10 +113,12 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
     def record(kind: str, key: str, ctx: Context) -> str:
         body, failed = answer("get", {"keys": [key]}, lambda: _acting_user(ctx, user))
         if failed:
-            raise ResourceError(body["error"]["message"])
+            # A key that cannot be one is a not-found too (-32602), as is a record the user may not see.
+            invalid = body["error"]["code"] in ("invalid_request", "not_found")
+            raise (ResourceNotFoundError if invalid else ResourceError)(body["error"]["message"])
         found = [r for r in body["records"] if r["kind"] == kind.lower()]
         if not found:
-            raise ResourceError(
+            raise ResourceNotFoundError(
                 f"no {kind} with key {key!r}; check the kind (product, feature, test, bug) and the key, "
                 "or find it with the search tool."
             )

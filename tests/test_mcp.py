@@ -277,7 +277,7 @@ def over_stdio(alice_token):
                 await client.read_resource("backlog://test/BUG-12")
                 wrong_kind = None
             except MCPError as error:
-                wrong_kind = str(error)
+                wrong_kind = (error.code, error.message)
             templates = await client.list_resource_templates()
             return {
                 "tools": tools.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"],
@@ -448,7 +448,9 @@ def test_a_record_is_a_resource(over_stdio, alice_token, client):
     assert over_stdio["templates"] == ["backlog://{kind}/{key}"]
     assert over_stdio["resource"].mime_type == "application/json"
     assert json.loads(over_stdio["resource"].text) == body["records"][0]
-    assert "no test with key 'BUG-12'; check the kind" in over_stdio["wrong_kind"]
+    # A not-found, as the SDK reads one (-32602, SEP-2164), not an internal error (-32603).
+    code, message = over_stdio["wrong_kind"]
+    assert code == -32602 and "no test with key 'BUG-12'; check the kind" in message
 
 
 def test_an_unexpected_failure_is_reported_without_its_details(monkeypatch):
