@@ -17,7 +17,7 @@ import time
 
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from backlog.management.commands._progress import progress_bars
@@ -139,13 +139,19 @@ class Command(BaseCommand):
         try:
             while True:
                 close_old_connections()
-                for source in Source.objects.filter(enabled=True).order_by("pk"):
-                    if source.due(timezone.now()):
-                        try:
-                            sync.run(source)
-                        except SyncError as exc:
-                            self.stderr.write(f"{source.name}: {exc}")
+                try:
+                    self.round()
+                except DatabaseError as exc:  # the database restarting: the next round tries again
+                    self.stderr.write(f"sync round skipped, the database failed: {exc.__class__.__name__}")
                 close_old_connections()
                 time.sleep(WATCH_SECONDS)
         except KeyboardInterrupt:
             pass
+
+    def round(self) -> None:
+        for source in Source.objects.filter(enabled=True).order_by("pk"):
+            if source.due(timezone.now()):
+                try:
+                    sync.run(source)
+                except SyncError as exc:
+                    self.stderr.write(f"{source.name}: {exc}")
