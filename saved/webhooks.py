@@ -27,11 +27,14 @@ Only http and https URLs are taken. Unless SAVED_SEARCH_WEBHOOK_PRIVATE is
 on, a URL whose host is, or resolves to, a loopback, private, link-local or
 otherwise reserved address is refused, when it is saved and again before
 each send (server-side request forgery: a webhook must not reach the
-database, a cloud metadata service or the intranet on a user's behalf).
+database, a cloud metadata service or the intranet on a user's behalf),
+and the address each send connects to is checked too (DNS rebinding).
+Webhooks ignore HTTP(S)_PROXY: they go straight to their host.
 """
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import time
@@ -46,7 +49,7 @@ from django.utils import timezone
 
 from search.contract import SearchError
 
-from .addresses import WebhookRefused, check_url
+from .addresses import WebhookRefused, check_url, refused_address
 from .models import SavedSearch
 
 logger = logging.getLogger(__name__)
@@ -136,7 +139,49 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # a 3xx is an answer, not a new address to send the records to
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+def _check_peer(sock) -> None:
+    """The address a send actually connected to, judged as check_url judges a
+    host's: a name that resolved to a public address for the check and to an
+    inside one for the connection (DNS rebinding) sends nothing."""
+    address = sock.getpeername()[0]
+    if why := refused_address(address):
+        sock.close()
+        raise WebhookRefused(
+            f"the webhook's connection went to {why}, a private or reserved address; nothing was sent"
+        )
+
+
+class _CheckedHTTPConnection(http.client.HTTPConnection):
+    def connect(self):
+        super().connect()
+        _check_peer(self.sock)
+
+
+class _CheckedHTTPSConnection(http.client.HTTPSConnection):
+    def connect(self):
+        http.client.HTTPConnection.connect(self)  # TCP only: checked before any TLS is spoken
+        _check_peer(self.sock)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host)
+
+
+class _CheckedHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_CheckedHTTPConnection, req)
+
+
+class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req):
+        return self.do_open(_CheckedHTTPSConnection, req, context=self._context)
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """No redirects followed, no HTTP(S)_PROXY of the environment (the webhook
+    goes straight to its host: a proxy would connect where we cannot check),
+    and, unless SAVED_SEARCH_WEBHOOK_PRIVATE, the address connected to checked."""
+    handlers = [_NoRedirects, urllib.request.ProxyHandler({})]
+    if not settings.SAVED_SEARCH_WEBHOOK_PRIVATE:
+        handlers += [_CheckedHTTPHandler, _CheckedHTTPSHandler]
+    return urllib.request.build_opener(*handlers)
 
 
 def deliver(url: str, secret: str, body: bytes) -> None:
@@ -149,10 +194,11 @@ def deliver(url: str, secret: str, body: bytes) -> None:
         SIGNATURE_HEADER: sign(secret, body),
     }
     attempts = settings.SAVED_SEARCH_WEBHOOK_ATTEMPTS
+    opener = _opener()
     for attempt in range(1, attempts + 1):
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with _opener.open(request, timeout=settings.SAVED_SEARCH_WEBHOOK_TIMEOUT):
+            with opener.open(request, timeout=settings.SAVED_SEARCH_WEBHOOK_TIMEOUT):
                 return  # a 2xx: urllib raises HTTPError for anything else, 3xx included (no redirects)
         except urllib.error.HTTPError as exc:
             reason, again = f"HTTP {exc.code} {exc.reason}", exc.code == 429 or exc.code >= 500

@@ -341,3 +341,72 @@ def test_a_saved_search_another_notifier_is_sending_is_skipped_not_sent_twice(tr
         other.join()
     call_command("notify_saved_searches")
     assert len(receiver.received) == 1
+
+
+@pytest.mark.parametrize(
+    "address, carried",
+    [
+        ("64:ff9b::7f00:1", "127.0.0.1"),  # NAT64
+        ("2002:7f00:1::", "127.0.0.1"),  # 6to4
+        ("64:ff9b::a9fe:a9fe", "169.254.169.254"),  # a cloud's metadata service, through NAT64
+        ("64:ff9b::a00:1", "10.0.0.1"),
+        ("::127.0.0.1", "127.0.0.1"),  # IPv4-compatible
+        ("::ffff:10.1.2.3", "10.1.2.3"),  # IPv4-mapped
+        ("64:ff9b:1::a00:1", "local-use NAT64"),
+    ],
+)
+def test_an_ipv6_address_carrying_an_inside_ipv4_one_is_refused(address, carried):
+    with pytest.raises(WebhookRefused, match=rf"is at .*\({'IPv4 ' if '.' in carried else ''}{carried}\)"):
+        check_url(f"http://[{address}]/hook")
+
+
+def test_an_ipv6_address_carrying_a_public_ipv4_one_is_allowed():
+    check_url("http://[64:ff9b::5db8:d822]/hook")  # NAT64 of 93.184.216.34
+
+
+def resolving(monkeypatch, name: str, *answers: str) -> list[str]:
+    """`name` resolves to each of `answers` in turn (the last one from then on); the names asked."""
+    import socket
+
+    real, asked, left = socket.getaddrinfo, [], list(answers)
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != name:
+            return real(host, port, *args, **kwargs)
+        asked.append(host)
+        address = left.pop(0) if len(left) > 1 else left[0]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return asked
+
+
+@override_settings(SAVED_SEARCH_WEBHOOK_BACKOFF=0.01, SAVED_SEARCH_WEBHOOK_TIMEOUT=1.0)
+def test_a_host_that_resolves_inside_once_checked_gets_nothing(carol, receiver, monkeypatch):
+    """DNS rebinding: public for the check, 127.0.0.1 for the connection."""
+    asked = resolving(monkeypatch, "rebind.example", "93.184.216.34", "127.0.0.1")
+    saved = saved_search(carol)
+    SavedSearch.objects.filter(pk=saved.pk).update(webhook_url=f"http://rebind.example:{receiver.server_address[1]}/h")
+    new_bugs()
+
+    call_command("notify_saved_searches")
+
+    assert len(asked) >= 2 and receiver.received == []
+    saved.refresh_from_db()
+    assert "connection went to 127.0.0.1, a private or reserved address; nothing was sent" in saved.last_error
+
+
+@override_settings(SAVED_SEARCH_WEBHOOK_BACKOFF=0.01, SAVED_SEARCH_WEBHOOK_TIMEOUT=1.0, SAVED_SEARCH_WEBHOOK_ATTEMPTS=1)
+def test_a_webhook_ignores_the_environments_proxy(carol, receiver, monkeypatch):
+    """HTTP_PROXY would carry the records to wherever it points, unchecked."""
+    resolving(monkeypatch, "hooks.example", "192.0.2.10")  # TEST-NET-1: unroutable, taken as public here
+    monkeypatch.setattr("saved.webhooks.refused_address", lambda address: None)
+    monkeypatch.setattr("saved.addresses.refused_address", lambda address: None)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{receiver.server_address[1]}")
+    saved = saved_search(carol)
+    SavedSearch.objects.filter(pk=saved.pk).update(webhook_url="http://hooks.example/hook")
+    new_bugs()
+
+    call_command("notify_saved_searches")
+
+    assert receiver.received == []  # the "proxy" was never asked
