@@ -1,16 +1,21 @@
 # Two commands do all the set-up (see README.md):
 #   make run    install, start the embedded database, migrate, load demo data, serve
+#   make dev    the same with Django's debug pages
 #   make test   install, then run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install system-packages bench fuzz lint pool-check screenshots
+.PHONY: run dev test install system-packages bench fuzz lint pool-check screenshots
 
-# The local quick start opts in to Django's debug pages (DEBUG defaults to false).
+# As in production: no debug pages (an error shows nobody settings or paths).
 # exec: serve replaces the shell, and stops everything when make is stopped by its PID.
 run: install
-	DEBUG=$${DEBUG:-true} exec $(BIN)/python manage.py serve
+	exec $(BIN)/python manage.py serve
+
+# The same with Django's debug pages, for a developer's own machine.
+dev: install
+	DEBUG=true exec $(BIN)/python manage.py serve
 
 test: install system-packages
 	$(BIN)/python -m pytest

@@ -190,7 +190,8 @@ def test_sigterm_to_make_run_by_its_pid_leaves_nothing_running():
     web = free_port()
     env = {**server_env(connection.settings_dict["NAME"]), "ADMIN_PASSWORD": "a-long-test-passphrase"}
     env.update(SERVE_ADDRPORT=f"127.0.0.1:{web}", SERVE_MCP_PORT=str(free_port()), DEMO_RECORDS="0")
-    env.update(SERVE_WORKERS="1", SERVE_THREADS="2", DEBUG="false", SECRET_KEY="serve-test")
+    env.update(SERVE_WORKERS="1", SERVE_THREADS="2", SECRET_KEY="serve-test")
+    env.pop("DEBUG", None)  # make run's own choice: off, as in production
     make = subprocess.Popen(
         ["make", "--no-print-directory", "run", f"BIN={sys.executable.rsplit('/', 1)[0]}"],
         cwd=ROOT,
@@ -203,6 +204,8 @@ def test_sigterm_to_make_run_by_its_pid_leaves_nothing_running():
         wait_until_serving(make, f"http://127.0.0.1:{web}/healthz")
         started = psutil.Process(make.pid).children(recursive=True)
         assert any("gunicorn" in " ".join(p.cmdline()) for p in started)
+        status, _, page = fetch(f"http://127.0.0.1:{web}/no-such-page")
+        assert status == 404 and b"URLconf" not in page and b"settings" not in page  # no debug page
 
         make.send_signal(signal.SIGTERM)  # to make alone, as `kill PID` does
         make.wait(10)
