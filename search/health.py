@@ -24,9 +24,12 @@ EMBEDDING_WORKER = "embed"  # the Worker row `serve`'s supervisor keeps
 # being refreshed. By alias: a replica's count may trail the primary's.
 HealthKey = tuple[str, str, str | None, tuple[int, ...] | None]
 _health_cache: dict[HealthKey, tuple[float, IndexHealth]] = {}
-_health_refreshing: set[HealthKey] = set()
+_health_refreshing: dict[HealthKey, float] = {}  # key -> when its background recount started
 _health_lock = threading.Lock()
 HEALTH_TTL_SECONDS = 5.0
+# No figure older than this is shown: past it a search counts itself (a
+# background recount that never came back is given up and started again).
+HEALTH_MAX_AGE_SECONDS = 60.0
 LARGE_INDEX = 2_000
 
 
@@ -41,14 +44,17 @@ def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
     process answers with its last count and, once that is HEALTH_TTL_SECONDS
     old, counts again in a background thread (stale while revalidating): no
     search waits for the scan, and the figure may lag the embedding worker
-    by a few seconds.
+    by a few seconds, never by more than HEALTH_MAX_AGE_SECONDS.
     """
     key = (db.alias(), db.connection().settings_dict["NAME"], active_model_id(), products)
     cached = _health_cache.get(key)
     if cached:
-        if time.monotonic() - cached[0] >= HEALTH_TTL_SECONDS:
-            _recount_in_background(key)
-        return cached[1]
+        age = time.monotonic() - cached[0]
+        if age < HEALTH_MAX_AGE_SECONDS:
+            if age >= HEALTH_TTL_SECONDS:
+                _recount_in_background(key)
+            return cached[1]
+        logger.warning("The index health figure is %.0f s old; counting it in this request", age)
     health = _count_health(key[2], products)
     if health.documents > LARGE_INDEX:
         _health_cache[key] = (time.monotonic(), health)
@@ -94,10 +100,16 @@ def worker_health(backlog: int) -> WorkerHealth | None:
 
 
 def _recount_in_background(key: HealthKey) -> None:
+    now = time.monotonic()
     with _health_lock:
-        if key in _health_refreshing:
+        started = _health_refreshing.get(key)
+        if started is not None and now - started < HEALTH_MAX_AGE_SECONDS:
             return
-        _health_refreshing.add(key)
+        if started is not None:
+            logger.warning(
+                "The index health recount started %.0f s ago never finished; starting another", now - started
+            )
+        _health_refreshing[key] = now
 
     def recount() -> None:
         alias, name, model_id, products = key
@@ -111,7 +123,15 @@ def _recount_in_background(key: HealthKey) -> None:
             logger.warning("Counting the embedded records failed", exc_info=True)
         finally:
             connections.close_all()  # this thread's own connections
-            with _health_lock:
-                _health_refreshing.discard(key)
+            done()
 
-    threading.Thread(target=recount, name="search-index-health", daemon=True).start()
+    def done() -> None:
+        with _health_lock:
+            if _health_refreshing.get(key) == now:  # not a later recount's mark
+                del _health_refreshing[key]
+
+    try:
+        threading.Thread(target=recount, name="search-index-health", daemon=True).start()
+    except RuntimeError:  # no thread to be had: the next search tries again
+        logger.warning("Could not start the index health recount", exc_info=True)
+        done()

@@ -932,3 +932,31 @@ def test_the_contract_exports_as_json_schema_and_round_trips(corpus):
     )
     assert schema["SearchRequest"]["properties"]["limit"]["maximum"] == 100
     assert SearchResponse.model_validate_json(response.model_dump_json()) == response
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recount_that_never_came_back_leaves_no_figure_stale_for_long(monkeypatch, health_cache):
+    """A gunicorn worker whose background recount died silently kept showing a
+    figure from 20 minutes before: past HEALTH_MAX_AGE_SECONDS a search counts
+    itself, and a recount lost for that long is started again."""
+    import time as clock
+
+    from search import health
+
+    monkeypatch.setattr(health, "LARGE_INDEX", 1)
+    import_records(jsonl(*CORPUS[:3]).splitlines())
+    assert health.index_health().documents == 3
+    (key,) = health._health_cache
+    health._health_refreshing[key] = clock.monotonic() - 3600  # a recount started an hour ago, never done
+    import_records(jsonl(*CORPUS[3:5]).splitlines())
+
+    monkeypatch.setattr(health, "HEALTH_TTL_SECONDS", 0.0)
+    health.index_health()  # stale, but the lost recount is given up and a new one started
+    health_cache()
+    assert health.index_health().documents == 5
+
+    import_records(jsonl(*CORPUS[5:6]).splitlines())
+    counted_at, figure = health._health_cache[key]
+    health._health_cache[key] = (counted_at - health.HEALTH_MAX_AGE_SECONDS, figure)  # too old to show
+    health._health_refreshing[key] = clock.monotonic()  # and a recount "running"
+    assert health.index_health().documents == 6  # counted in the request itself
