@@ -53,6 +53,7 @@ class SavedSearch(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
+        verbose_name_plural = "saved searches"
         constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_search_name_per_owner")]
 
     def __str__(self):

@@ -299,6 +299,7 @@ def test_the_admin_lists_everyones_saved_searches_and_their_webhooks_state(clien
     client.force_login(User.objects.create_superuser("root", password="a long passphrase"))
     listing = client.get("/admin/saved/savedsearch/").content.decode()
     assert "Renewal bugs" in listing and "carol" in listing
+    assert "Saved searches" in listing and "searchs" not in listing  # not Django's "Saved searchs"
     page = client.get(f"/admin/saved/savedsearch/{saved.pk}/change/").content.decode()
     assert "HTTP 500" in page and "after 3 attempts" in page
 
