@@ -3,9 +3,13 @@
 `/healthz`: the process answers (liveness; touches nothing else).
 `/readyz`: it can serve searches: the database answers and is migrated,
 and the embedding model can run (without it searches fall back to
-keyword, `degraded` says so). Neither needs a login, so neither says
-anything of the records: no counts, no keys.
+keyword, `degraded` says so). It also reports, without failing on them,
+how much of the index has vectors (one figure counted now, the same from
+every worker) and whether the scheduled sources are synced. Neither needs
+a login, so neither says anything of the records: no counts, no keys.
 """
+
+import math
 
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
@@ -25,6 +29,21 @@ _migrated = False
 @require_safe
 def healthz(request):
     return JsonResponse({"status": "alive"})
+
+
+def embeddings_check() -> str:
+    """How much of the index has vectors, as a share (readyz answers anyone: no
+    counts). Partial is reported, never a reason to be not ready: keyword search
+    finds every record meanwhile."""
+    from search.health import coverage_now
+
+    coverage = coverage_now()
+    if coverage >= 1:
+        return "complete"
+    return (
+        f"partial: {math.floor(coverage * 1000) / 10:.1f}% of records have a vector; results by meaning are partial "
+        "until the embedding worker catches up (every record is found by its words)"
+    )
 
 
 def sources_check() -> str:
@@ -57,6 +76,7 @@ def readyz(request):
         worker = worker_health(0)  # a query: it asks the database every time
         checks["database"] = "ok" if _migrated else f"{len(pending)} migration(s) not applied: run migrate"
         checks["embedding_worker"] = worker.state if worker else "not supervised"
+        checks["embeddings"] = embeddings_check()
         checks["sources"] = sources_check()
     except DatabaseError as exc:
         checks["database"] = "unreachable" if database_unavailable(exc) else "failing"

@@ -61,6 +61,13 @@ def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
     return health
 
 
+def coverage_now() -> float:
+    """The share of all records with a current vector, counted now (no process's
+    cached figure): what /readyz reports, the same from every worker."""
+    health = _count_health(active_model_id(), None)
+    return health.coverage
+
+
 def _count_health(model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:
     within = "" if products is None else "WHERE product_id = ANY(%(products)s)"
     with db.cursor() as cursor:

@@ -19,6 +19,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.http import QueryDict
 from django.template import Context, Template
+from django.test import Client
 
 from backlog.services import import_records
 from search import service
@@ -406,3 +407,21 @@ def test_the_dashboard_says_when_the_embedding_worker_has_stopped(as_alice, corp
     status = " ".join(unescape(re.sub(r"<[^>]+>", " ", html.split('id="worker-status">')[1].split("</p>")[0])).split())
     assert f"Embedding worker: {state} ;" in status
     assert ("records written since then are found by keyword only" in status) is said
+
+
+def test_while_the_backlog_is_embedded_readyz_and_the_search_page_say_meaning_is_partial(as_alice):
+    load_corpus(embed=False)
+    ready = Client().get("/readyz").json()
+    assert ready["status"] == "ready"  # keyword search serves every record meanwhile
+    assert ready["checks"]["embeddings"].startswith("partial: 0.0% of records have a vector")
+
+    # No vector at all: the degraded note says so (hybrid answered by keyword).
+    page = as_alice.get("/search/?query=renewal&mode=hybrid").content.decode()
+    assert "Matched by keyword only: no record has an embedding of the active model yet" in page
+
+    embed_pending()
+    assert Client().get("/readyz").json()["checks"]["embeddings"] == "complete"
+    import_records(jsonl({"kind": "bug", "key": "BUG-77", "product": "PRD-1", "title": "Renewal receipt"}).splitlines())
+    page = as_alice.get("/search/?query=renewal&mode=hybrid").content.decode()
+    assert 'id="partial-vectors"' in page and "of records have a vector so far" in page
+    assert 'id="partial-vectors"' not in as_alice.get("/search/?query=renewal&mode=keyword").content.decode()
