@@ -36,10 +36,9 @@ from datetime import UTC, datetime, timedelta
 from backlog.models import BugStatus, Severity, TestStatus
 from backlog.text import one_of
 
-from . import db
 from .contract import QueryFilter, SearchError
 from .models import Kind
-from .scope import Scope
+from .scope import Scope, named_keys, not_named
 from .sql import tokens_for, tokens_tsquery
 
 # A field, a quoted phrase (whose words stay words, colons and all), or any other word.
@@ -64,7 +63,6 @@ FIELDS = {
 }
 # Parameters a filter token of search_markers answers (search.scope.TOKEN_FILTERS' columns).
 TOKEN_COLUMNS = {"entities": "kind", "status": "status", "severity": "severity"}
-NAMED_MAX = 20  # products an error lists by name
 
 _AGE = re.compile(r"^(\d{1,5})([hdwmy])$")
 _AGE_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
@@ -186,41 +184,10 @@ def _values(token: str, name: str, values: list[str], products) -> list[str]:
 
 def _keys(token: str, kind: str, values: list[str], products) -> list[str]:
     """The keys of the products or features named by key or name (either case) that the user may see."""
-    table = "backlog_product" if kind == "product" else "backlog_feature"
-    product = "id" if kind == "product" else "product_id"
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"SELECT v, r.key FROM unnest(%(values)s::text[]) v JOIN {table} r "
-            "ON upper(r.key) = upper(v) OR lower(r.name) = lower(v) "
-            f"WHERE %(visible)s::bigint[] IS NULL OR r.{product} = ANY(%(visible)s) ORDER BY r.key",
-            {"values": values, "visible": list(products) if products is not None else None},
-        )
-        found = cursor.fetchall()
-    named = {value for value, _ in found}
-    for value in values:
-        if value not in named:
-            raise _refused(token, _unknown(kind, value, products))
-    return list(dict.fromkeys(key for _, key in found))
-
-
-def _unknown(kind: str, value: str, products) -> str:
-    if kind == "feature":
-        return (
-            f'no feature you can see has the key or name "{value}"; give a feature\'s key (FEAT-12) or its whole '
-            f"name in quotes, or search kind:feature {value} to find it"
-        )
-    with db.cursor() as cursor:
-        cursor.execute(
-            "SELECT key, name FROM backlog_product WHERE %(visible)s::bigint[] IS NULL OR id = ANY(%(visible)s) "
-            "ORDER BY key LIMIT %(most)s",
-            {"visible": list(products) if products is not None else None, "most": NAMED_MAX + 1},
-        )
-        rows = cursor.fetchall()
-    if not rows:
-        return f'no product you can see has the key or name "{value}"; you can see no products'
-    listed = [f"{key} ({name})" for key, name in rows[:NAMED_MAX]]
-    more = " and more (see the product facet)" if len(rows) > NAMED_MAX else ""
-    return f'"{value}" is not the key or name of a product you can see: {", ".join(listed)}{more}'
+    keys, unknown = named_keys(kind, values, products)
+    if unknown is not None:
+        raise _refused(token, not_named(kind, unknown, products))
+    return keys
 
 
 # -- dates -----------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from backlog import access
 
-from .contract import SearchRequest
+from . import db
+from .contract import SearchError, SearchRequest
 from .sql import tokens_for, tokens_tsquery
 
 
@@ -100,6 +101,50 @@ def leaving_out(keys: Iterator[str]) -> Iterator[None]:
         _left_out.reset(token)
 
 
+NAMED_MAX = 20  # products an error lists by name
+
+
+def named_keys(kind: str, values: list[str], products) -> tuple[list[str], str | None]:
+    """The keys of the products or features named by key or name (either case)
+    among those of `products` (None: all); and the first value that names
+    none of them (None when every one does): a product the user may not see
+    is named by no value, as one that does not exist."""
+    table = "backlog_product" if kind == "product" else "backlog_feature"
+    product = "id" if kind == "product" else "product_id"
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"SELECT v, r.key FROM unnest(%(values)s::text[]) v JOIN {table} r "
+            "ON upper(r.key) = upper(v) OR lower(r.name) = lower(v) "
+            f"WHERE %(visible)s::bigint[] IS NULL OR r.{product} = ANY(%(visible)s) ORDER BY r.key",
+            {"values": values, "visible": list(products) if products is not None else None},
+        )
+        found = cursor.fetchall()
+    named = {value for value, _ in found}
+    unknown = next((value for value in values if value not in named), None)
+    return list(dict.fromkeys(key for _, key in found)), unknown
+
+
+def not_named(kind: str, value: str, products) -> str:
+    """Why `value` names no product (or feature) the user may see, listing the products they may."""
+    if kind == "feature":
+        return (
+            f'no feature you can see has the key or name "{value}"; give a feature\'s key (FEAT-12) or its whole '
+            f"name in quotes, or search kind:feature {value} to find it"
+        )
+    with db.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, name FROM backlog_product WHERE %(visible)s::bigint[] IS NULL OR id = ANY(%(visible)s) "
+            "ORDER BY key LIMIT %(most)s",
+            {"visible": list(products) if products is not None else None, "most": NAMED_MAX + 1},
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return f'no product you can see has the key or name "{value}"; you can see no products'
+    listed = [f"{key} ({name})" for key, name in rows[:NAMED_MAX]]
+    more = " and more (see the product facet)" if len(rows) > NAMED_MAX else ""
+    return f'"{value}" is not the key or name of a product you can see: {", ".join(listed)}{more}'
+
+
 def build_scope(request: SearchRequest, user) -> Scope:
     """The access rule and the request's filters (`feature`, and each of
     TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
@@ -114,7 +159,12 @@ def build_scope(request: SearchRequest, user) -> Scope:
         scope = scope.narrowed("d.search_markers @@ %(scope_tokens)s::tsquery", groups, scope_tokens=query)
     for name, condition in LIST_FILTERS.items():
         if values := getattr(request, name, None):
-            scope = scope.narrowed(condition, **{f"scope_{name}": list(values)})
+            # By key or name, as `product:` in a query: one that names no product the user
+            # may see (none, or another team's) is refused in the same words.
+            keys, unknown = named_keys("product", list(values), scope.products)
+            if unknown is not None:
+                raise SearchError(f"{name}: {not_named('product', unknown, scope.products)}.")
+            scope = scope.narrowed(condition, **{f"scope_{name}": keys})
     if getattr(request, "feature", None):
         condition = "d.feature_id IN (SELECT id FROM backlog_feature WHERE key = %(scope_feature)s)"
         scope = scope.narrowed(condition, scope_feature=request.feature)

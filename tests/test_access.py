@@ -28,7 +28,7 @@ from backlog import access
 from backlog.models import Bug, Product
 from backlog.services import import_records
 from search import service
-from search.contract import NotFound
+from search.contract import NotFound, SearchError
 
 from .conftest import TRAMLINE, jsonl, seeing_all_products
 
@@ -98,7 +98,13 @@ def test_carol_s_search_shows_no_ledgerly_record_count_or_facet(carol):
     assert body["total"] == 3
     assert body["facets"]["product"] == [{"value": "PRD-1", "count": 3}]
     assert body == service.call("search", SEARCH, carol)
-    assert service.call("search", {**SEARCH, "products": "PRD-2"}, carol)["total"] == 0
+    # Ledgerly's key is answered as a key that exists nowhere: the products Carol may see, listed.
+    for product in ("PRD-2", "PRD-404"):
+        with pytest.raises(SearchError) as refused:
+            service.call("search", {**SEARCH, "products": product}, carol)
+        assert str(refused.value) == (
+            f'products: "{product}" is not the key or name of a product you can see: PRD-1 (Tramline Mobile).'
+        )
 
 
 def test_carol_s_record_lists_and_lookups_leave_ledgerly_out(carol):

@@ -329,3 +329,19 @@ def test_the_schemas_publish_the_echo(client):
     openapi = client.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     components = openapi["components"]["schemas"]
     assert "filters" in components["SearchResponse"]["properties"] and "QueryFilter" in components
+
+
+def test_the_products_parameter_follows_the_rule_of_product_in_the_query(backlog, erin):
+    """One rule for both ways to name a product: by key or name, and one that names
+    no product the user may see (none at all, or another team's) is a 400 listing those they may."""
+    assert set(keys("renewal", products=["ledgerly"])) == {"BUG-5"}  # by name, any case
+    assert set(keys("renewal", products=["prd-2"])) == {"BUG-5"}
+
+    for unknown in ("PRD-999", "ledgerly"):  # one that does not exist; one Erin may not see
+        with pytest.raises(SearchError) as as_parameter:
+            keys("renewal", erin, products=[unknown])
+        with pytest.raises(SearchError) as as_field:
+            keys(f"renewal product:{unknown}", erin)
+        why = str(as_field.value).removeprefix(f"query: product:{unknown}: ")
+        assert str(as_parameter.value) == f"products: {why}"
+        assert why.startswith(f'"{unknown}" is not the key or name of a product you can see: PRD-1 (Tramline Mobile)')
