@@ -161,6 +161,7 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
     wanted = fusion.normalize_title(title)
     title_idf = sum(ranked.idf[t.tsquery] for t in ranked.terms if t.tsquery in ranked.in_title) or 1.0
     results = []
+    ceiling = 1.0  # the confidence of the candidate ranked above: none shows more (see below)
     for candidate in page:
         row = rows.get(candidate.id)
         if row is None:  # deleted since it was ranked
@@ -171,7 +172,10 @@ def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include
         )
         same_title = fusion.normalize_title(row["title"]) == wanted
         similarity = row["similarity"]
-        confidence = _confidence(similarity, in_title / title_idf, same_title)
+        # Show what ranks: a reporter reads the list top down, so a candidate never
+        # shows more confidence (nor a higher band) than the one ranked above it;
+        # its evidence (`why`) is its own.
+        confidence = ceiling = min(_confidence(similarity, in_title / title_idf, same_title), ceiling)
         results.append(
             DuplicateCandidate(
                 kind="bug",

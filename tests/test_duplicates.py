@@ -209,3 +209,25 @@ def test_a_candidate_linked_as_a_duplicate_names_its_original(embedded):
     by_key = {hit["key"]: hit for hit in body["results"]}
     assert by_key["BUG-5"]["duplicate_of"] == "BUG-4"
     assert "duplicate_of" not in by_key["BUG-4"]
+
+
+def test_confidence_and_bands_never_rise_down_the_list(db):
+    """A reporter reads the list top down: rank 3 at HIGH under rank 2 at MEDIUM
+    says the order is wrong. Each candidate shows at most the confidence of the
+    one ranked above it, the ranking itself unchanged."""
+    from backlog.demo import generate
+
+    records = list(generate(400, seed=7))
+    assert import_records(jsonl(*records).splitlines()).written
+    embed_pending()
+    order = {"high": 0, "medium": 1, "low": 2}
+    drafts = [r for r in records if r["kind"] == "bug"][:40]
+    checked = 0
+    for draft in drafts:
+        body = check(title=draft["title"], description=draft.get("description", ""), limit=10)
+        confidences = [hit["confidence"] for hit in body["results"]]
+        bands = [order[hit["band"]] for hit in body["results"]]
+        assert confidences == sorted(confidences, reverse=True), (draft["title"], confidences)
+        assert bands == sorted(bands), (draft["title"], bands)
+        checked += len(confidences) > 1
+    assert checked >= 30
