@@ -104,6 +104,7 @@ class Client:
     auth: tuple[str, str] | None = None
     attempts: int = 0  # 0: settings.SYNC_HTTP_ATTEMPTS
     max_wait: float = 0  # 0: settings.SYNC_HTTP_MAX_WAIT
+    also_retried: frozenset[int] = frozenset()  # a vendor's own "come back later" statuses
     requests_made: int = 0
 
     def __post_init__(self):
@@ -152,8 +153,8 @@ class Client:
         except requests.Timeout:
             raise _Retryable(f"{_host(url)} did not answer within {TIMEOUT[1]} s") from None
         status = response.status_code
-        if status in RETRIED_STATUSES or _rate_limited(response):
-            what = "rate limit reached" if status in (403, 429) else f"server error {status}"
+        if status in RETRIED_STATUSES or status in self.also_retried or _rate_limited(response):
+            what = "rate limit reached" if status in (403, 429) else f"server busy ({status})"
             raise _Retryable(f"{_host(url)}: {what}", _retry_after(response), response)
         if status >= 400:
             raise UpstreamError(f"{status} from {url}: {server_words(response)}", status, _body(response))

@@ -246,6 +246,17 @@ def test_a_429_is_waited_out_as_long_as_the_site_asks(testrail):
     assert arrivals[1] - arrivals[0] >= 0.95 and arrivals[2] - arrivals[1] >= 0.95
 
 
+def test_a_site_in_maintenance_is_waited_out(testrail):
+    """TestRail Cloud answers 409 during its maintenance windows: come back later, not a refusal."""
+    testrail.fail(409, times=2, path="/api/v2/get_cases",
+                  body={"error": "The API is temporarily unavailable due to maintenance."})
+
+    out = sync(testrail)
+
+    assert "created 39" in out and QATest.objects.count() == 31
+    assert [r.path for r in testrail.requests].count("/api/v2/get_cases/3") >= 3
+
+
 def test_a_site_that_dies_mid_sync_loses_nothing_and_the_next_sync_reads_the_rest(testrail):
     testrail.page_cap = 10
     testrail.die_after(4)  # the project, two pages of cases and the sections

@@ -67,7 +67,10 @@ class TestRail(Connector):
             )
         site = re.split(r"/index\.php", self.source.url.strip(), maxsplit=1)[0].rstrip("/")
         self.api = f"{site}/index.php?/api/v2/"
-        return Client(site, auth=(user, token), headers={"Content-Type": "application/json"})
+        # TestRail Cloud answers 409 while it is in maintenance: tried again like a 503.
+        return Client(
+            site, auth=(user, token), headers={"Content-Type": "application/json"}, also_retried=frozenset({409})
+        )
 
     @property
     def project_id(self) -> str:
