@@ -87,14 +87,6 @@ class Source(models.Model):
         last = self.runs.order_by("-started_at").values_list("started_at", flat=True).first()
         return last is None or (now or timezone.now()) - last >= timedelta(minutes=self.schedule_minutes)
 
-    def overdue(self, now=None) -> bool:
-        """A scheduled source whose last good sync is older than two of its periods."""
-        if not self.enabled or not self.schedule_minutes:
-            return False
-        last = self.runs.filter(status=RunStatus.OK).order_by("-finished_at").values_list("finished_at", flat=True)
-        last = last.first() or self.created_at
-        return (now or timezone.now()) - last > timedelta(minutes=2 * self.schedule_minutes)
-
 
 class RunStatus(models.TextChoices):
     RUNNING = "running"
@@ -167,3 +159,16 @@ def history(user, runs: int = 5) -> list[tuple[Source, list[SyncRun]]]:
         keys = [key.upper() for key in Product.objects.filter(id__in=ids).values_list("key", flat=True)]
         sources = [s for s in sources if s.product_key.upper() in keys]
     return [(source, list(source.runs.order_by("-started_at")[:runs])) for source in sources]
+
+
+def overdue_sources(now=None) -> tuple[int, int]:
+    """(overdue, scheduled): the enabled scheduled sources, and those whose last
+    good sync (or, never synced, their creation) is older than two of their
+    periods. One query, whatever the number of sources (readyz asks it)."""
+    now = now or timezone.now()
+    scheduled = Source.objects.filter(enabled=True, schedule_minutes__gt=0).annotate(
+        last_ok=models.Max("runs__finished_at", filter=models.Q(runs__status=RunStatus.OK))
+    )
+    rows = list(scheduled.values_list("last_ok", "created_at", "schedule_minutes"))
+    overdue = sum(now - (last_ok or created) > timedelta(minutes=2 * minutes) for last_ok, created, minutes in rows)
+    return overdue, len(rows)

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from backlog.interchange import dumps
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import DATABASE_REFUSED, export_selected, import_records
+from backlog.services import DATABASE_REFUSED, export_selected, import_records, no_progress
 
 from .base import OVERLAP, Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
 from .http import UpstreamError
@@ -68,12 +68,6 @@ def connect(source: Source) -> Connector:
 Progress = Callable[[str, int | None], object]
 
 
-def _no_progress(description, total):
-    from backlog.services import no_progress
-
-    return no_progress(description, total)
-
-
 @dataclass
 class _Tally:
     created: int = 0
@@ -97,7 +91,7 @@ def run(
     product: ProductInfo | None = None,
     sweep: bool | None = None,
     full: bool = False,
-    progress: Progress = _no_progress,
+    progress: Progress = no_progress,
 ) -> SyncRun:
     """Sync `source` (saved) once; its SyncRun, finished. Raises SyncError when
     the sync failed (the run is stored as failed, with what was written kept).
@@ -209,6 +203,7 @@ class _Writer:
         self.product_is_ours = not Product.objects.filter(key__iexact=product.key).exists() or (
             SyncedRecord.objects.filter(source=source, kind="product").exists()
         )
+        self.teams_set = False  # the product's teams are set once a sync, with its first page
 
     def feature_key(self, ref: FeatureRef, taken: set[str]) -> str:
         """A feature's key: the one it was given before (a renamed component keeps
@@ -249,7 +244,7 @@ class _Writer:
                     m.record["duplicate_of"] = links[m.record["key"]]
             written = self._import(records)
             renamed = self._remember(items, features, written)
-            self._delete(renamed)
+            self.tally.deleted += _delete_records(self.product.key, renamed)
             self._own_product()
             self._advance(checkpoint)
 
@@ -273,12 +268,12 @@ class _Writer:
         for m in items:
             pending.pop(m.record["key"], None)
         wanted = {m.record["key"]: m.duplicate_of for m in items if m.duplicate_of}
-        stored = set(
-            Bug.objects.filter(product__key__iexact=self.product.key, key__in=list(wanted.values())).values_list(
-                "key", flat=True
-            )
-        )
-        stored = {key.upper() for key in stored}
+        stored = {
+            key.upper()
+            for key in Bug.objects.filter(
+                product__key__iexact=self.product.key, key__in=list(wanted.values())
+            ).values_list("key", flat=True)
+        }
         links = {}
         for key, target in wanted.items():
             if target.upper() in in_page or target.upper() in stored:
@@ -347,18 +342,11 @@ class _Writer:
         )
         return renamed
 
-    def _delete(self, records: list[tuple[str, str]]) -> None:
-        for kind, model in ITEM_MODELS.items():
-            keys = [key for k, key in records if k == kind]
-            if keys:
-                model.objects.filter(product__key__iexact=self.product.key, key__in=keys).delete()
-                self.tally.deleted += len(keys)
-
     def _own_product(self) -> None:
         """A product this source created belongs to the source's teams, and to no one else."""
-        if self.product_is_ours and self.source.pk:
-            product = Product.objects.get(key__iexact=self.product.key)
-            product.teams.set(self.source.teams.all())
+        if self.product_is_ours and self.source.pk and not self.teams_set:
+            Product.objects.get(key__iexact=self.product.key).teams.set(self.source.teams.all())
+            self.teams_set = True
 
     def link_pending(self) -> None:
         """Write the waiting duplicate links whose original has arrived since."""
@@ -410,14 +398,22 @@ def _sweep(source: Source, connector: Connector, product: ProductInfo, tally: _T
         confirmed = connector.confirm_gone({upstream for _, upstream, _ in gone})
         gone = [(kind, upstream, key) for kind, upstream, key in gone if upstream in confirmed]
     with transaction.atomic():
-        for kind, model in ITEM_MODELS.items():
-            keys = [key for k, _, key in gone if k == kind]
-            if keys:
-                deleted = model.objects.filter(product__key__iexact=product.key, key__in=keys)
-                tally.deleted += deleted.count()
-                deleted.delete()
-                SyncedRecord.objects.filter(
-                    source=source, kind=kind, upstream_id__in=[u for k, u, _ in gone if k == kind]
-                ).delete()
+        tally.deleted += _delete_records(product.key, [(kind, key) for kind, _, key in gone])
+        for kind in ITEM_MODELS:
+            upstream_ids = [upstream for k, upstream, _ in gone if k == kind]
+            SyncedRecord.objects.filter(source=source, kind=kind, upstream_id__in=upstream_ids).delete()
         source.swept_at = timezone.now()
         source.save(update_fields=["swept_at"])
+
+
+def _delete_records(product_key: str, records: list[tuple[str, str]]) -> int:
+    """Delete the (kind, key) records of the product; how many were there."""
+    deleted = 0
+    for kind, model in ITEM_MODELS.items():
+        if keys := [key for k, key in records if k == kind]:
+            deleted += (
+                model.objects.filter(product__key__iexact=product_key, key__in=keys)
+                .delete()[1]
+                .get(model._meta.label, 0)
+            )
+    return deleted

@@ -7,9 +7,11 @@ class SearchConfig(AppConfig):
     def ready(self):
         from backlog.signals import records_imported
 
+        from .health import forget_coverage
         from .indexing import after_bulk_write
 
         def refresh(sender, rows: int, **kwargs) -> None:
             after_bulk_write(rows)  # a large import leaves the index's statistics and GIN pending list stale
+            forget_coverage()  # and records without vectors yet
 
         records_imported.connect(refresh, weak=False, dispatch_uid="search.after_bulk_write")

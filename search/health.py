@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.db import connections
 from django.utils import timezone
 
@@ -61,11 +62,24 @@ def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
     return health
 
 
+# /readyz's coverage: counted at most once a few seconds for every process (the
+# shared cache table), so frequent probes from several balancers scan no more,
+# and every worker reports the same figure; forgotten when vectors are written.
+COVERAGE_SECONDS = 5
+
+
+def _coverage_key() -> str:
+    return f"search:coverage:{active_model_id()}"
+
+
 def coverage_now() -> float:
-    """The share of all records with a current vector, counted now (no process's
-    cached figure): what /readyz reports, the same from every worker."""
-    health = _count_health(active_model_id(), None)
-    return health.coverage
+    """The share of all records with a current vector, the same from every process."""
+    return cache.get_or_set(_coverage_key(), lambda: _count_health(active_model_id(), None).coverage, COVERAGE_SECONDS)
+
+
+def forget_coverage() -> None:
+    """After vectors or records were written: the next coverage_now() counts again."""
+    cache.delete(_coverage_key())
 
 
 def _count_health(model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:

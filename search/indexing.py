@@ -22,6 +22,7 @@ from django.db import connection
 from config.postgres import replicas
 
 from .embeddings import document_text, get_provider
+from .health import forget_coverage
 from .models import Document
 
 #: What embed_pending reads of a row.
@@ -80,6 +81,8 @@ def embed_pending(
             written += write(*in_hand)
     if bar is not None:
         bar.close()
+    if written:
+        forget_coverage()
     return written
 
 

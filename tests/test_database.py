@@ -175,3 +175,15 @@ def test_dbshell_opens_the_psql_that_ships_with_the_embedded_server():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0.8.6"
+
+
+@pytest.mark.django_db
+def test_migrate_makes_every_table_the_cache_table_too():
+    """The standard deployment runs `migrate`, then the WSGI app: the rate limit's
+    counts (settings.CACHES) need their table from migrate, not from `serve`."""
+    from django.conf import settings
+    from django.db.migrations.recorder import MigrationRecorder
+
+    applied = set(MigrationRecorder(connection).applied_migrations())
+    assert ("config", "0001_cache_table") in applied
+    assert settings.CACHES["default"]["LOCATION"] in connection.introspection.table_names()

@@ -1,6 +1,6 @@
 """What the sources share: error wording, ordering checks, record helpers."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from backlog.interchange import MAX_TEXT_CHARS
 from backlog.models import TITLE_MAX_LENGTH
@@ -55,6 +55,12 @@ def title(value, key: str) -> str:
 
 def clip(text: str | None) -> str:
     return (text or "")[:MAX_TEXT_CHARS]
+
+
+def utc(value: str | None) -> datetime | None:
+    """An upstream ISO 8601 time with its offset (Jira's 2021-12-16T05:44:40.825-0500,
+    GitHub's ...Z, TestIO's +02:00) as the same instant in UTC."""
+    return datetime.fromisoformat(value).astimezone(UTC) if value else None
 
 
 def iso(value: datetime | None) -> str | None:

@@ -116,7 +116,7 @@ class GitHub(Connector):
                 response = self.client.get(url)
             issues = response.json()
             fresh = [issue for issue in issues if (issue.get("number"), issue.get("updated_at")) not in seen]
-            yield Page(fresh, order.checkpoint([_time(issue.get("updated_at")) for issue in fresh]))
+            yield Page(fresh, order.checkpoint([common.utc(issue.get("updated_at")) for issue in fresh]))
             url = next_link(response)
             if not url:
                 break
@@ -172,15 +172,15 @@ class GitHub(Connector):
             "description": common.clip(_text(issue.get("body"))),
             "severity": severity,
             "status": status,
-            "created_at": common.iso(_time(issue.get("created_at"))),
-            "updated_at": common.iso(_time(issue.get("updated_at"))),
+            "created_at": common.iso(common.utc(issue.get("created_at"))),
+            "updated_at": common.iso(common.utc(issue.get("updated_at"))),
             "raw_data": self._raw(issue, labels),
         }
         return Mapped(
             kind="bug",
             upstream_id=str(number),
             record=common.drop_none(record),
-            updated=_time(issue.get("updated_at")),
+            updated=common.utc(issue.get("updated_at")),
             feature=self._feature(labels),
             duplicate_of=self._original(issue, product) if status == "duplicate" else None,
         )
@@ -246,7 +246,3 @@ def _text(body: str | None) -> str:
     """A Markdown body as people read it: the web form's CRLF as newlines, without
     the issue template's HTML comments (a comment alone on its line goes with the line)."""
     return TEMPLATE_COMMENTS.sub("", (body or "").replace("\r\n", "\n")).strip()
-
-
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC) if value else None

@@ -15,7 +15,7 @@ zone, which is how connectors skip issues (airbyte #48492).
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 
 from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, product_key
 from ..http import Client, UpstreamError
@@ -173,10 +173,10 @@ class Jira(Connector):
         while True:
             issues, position = self.page(jql, FIELDS, PAGE_SIZE, position)
             fresh = [i for i in issues if (str(i["id"]), i["fields"].get("updated")) not in seen]
-            yield Page(fresh, order.checkpoint([_time(issue["fields"].get("updated")) for issue in fresh]))
+            yield Page(fresh, order.checkpoint([common.utc(issue["fields"].get("updated")) for issue in fresh]))
             if position is None:
                 break
-            times = [_time(issue["fields"].get("updated")) for issue in issues]
+            times = [common.utc(issue["fields"].get("updated")) for issue in issues]
             last = times[-1] if times else None
             read = {(str(i["id"]), i["fields"].get("updated")) for i in issues}
             # Asked from `last`, a page of which only the issues at `last` were read moves on.
@@ -211,8 +211,8 @@ class Jira(Connector):
             "title": common.title(fields.get("summary"), key),
             "description": common.clip(description),
             "status": status,
-            "created_at": common.iso(_time(fields.get("created"))),
-            "updated_at": common.iso(_time(fields.get("updated"))),
+            "created_at": common.iso(common.utc(fields.get("created"))),
+            "updated_at": common.iso(common.utc(fields.get("updated"))),
             "raw_data": self._raw(issue, fields, text),
         }
         if (mapped := self.mapping("severity", SEVERITY).get((severity or "").lower())) is not None:
@@ -229,7 +229,7 @@ class Jira(Connector):
             kind="bug",
             upstream_id=str(issue["id"]),
             record=common.drop_none(record),
-            updated=_time(fields.get("updated")),
+            updated=common.utc(fields.get("updated")),
             feature=feature,
             duplicate_of=self._original(fields.get("issuelinks") or []),
         )
@@ -278,10 +278,3 @@ def _name(value) -> str | None:
     if isinstance(value, dict):
         return value.get("name") or value.get("value")
     return value if isinstance(value, str) else None
-
-
-def _time(value: str | None) -> datetime | None:
-    """Jira's times (2021-12-16T05:44:40.825-0500), in UTC."""
-    if not value:
-        return None
-    return datetime.fromisoformat(value).astimezone(UTC)

@@ -241,12 +241,14 @@ class TestIO(Connector):
             "title": common.title(test.get("title") or test.get("test_title"), key),
             "description": common.clip("\n\n".join(f"{label}: {text.strip()}" for label, text in parts if text)),
             "status": "archived" if test.get("status") in SETTLED_STATUSES else "active",
-            "created_at": common.iso(_time(test.get("start_at"))),
+            "created_at": common.iso(common.utc(test.get("start_at"))),
         }
         feature = None
         if len(features) == 1:  # a test of several features belongs to none of them
             feature = _feature_ref(features[0], features[0].get("feature_id"))
-        return Mapped("test", upstream, common.drop_none(record), updated=_time(test.get("end_at")), feature=feature)
+        return Mapped(
+            "test", upstream, common.drop_none(record), updated=common.utc(test.get("end_at")), feature=feature
+        )
 
     def _bug(self, bug: dict, test: dict) -> Mapped:
         upstream = str(bug["id"])
@@ -263,7 +265,7 @@ class TestIO(Connector):
             "title": common.title(bug.get("title"), key),
             "status": self._status(bug),
             "test": f"{self.key}-T{test_id}" if test_id is not None else None,
-            "created_at": common.iso(_time(bug.get("reported_at") or bug.get("created_at"))),
+            "created_at": common.iso(common.utc(bug.get("reported_at") or bug.get("created_at"))),
             "raw_data": raw,
         }
         severity = self.mapping("severity", SEVERITY).get(str(bug.get("severity") or "").lower())
@@ -281,7 +283,7 @@ class TestIO(Connector):
 
 def _settled(test: dict, cutoff: datetime) -> bool:
     """Archived or cancelled, and ended before `cutoff`: its bugs no longer change."""
-    ended = _time(test.get("end_at"))
+    ended = common.utc(test.get("end_at"))
     return test.get("status") in SETTLED_STATUSES and ended is not None and ended < cutoff
 
 
@@ -336,10 +338,3 @@ def _environment(devices: list[dict]) -> str:
         if line:
             lines.append(line)
     return "\n".join(lines)
-
-
-def _time(value: str | None) -> datetime | None:
-    """TestIO's ISO 8601 times with an offset, in UTC."""
-    if not value:
-        return None
-    return datetime.fromisoformat(value).astimezone(UTC)

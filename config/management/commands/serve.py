@@ -50,7 +50,6 @@ class Command(BaseCommand):
 
     def handle(self, addrport, demo_records, no_serve, no_embed, server, mcp_port, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("createcachetable", verbosity=0)  # the rate limit's counts
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write("Database migrated, static files collected.")
         if demo_records:
