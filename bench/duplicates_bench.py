@@ -26,7 +26,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 from django.db import connection
 from search_bench import kept_database, percentile, prewarm
 
-from search import duplicates, engine, keyword, semantic
+from search import duplicates, engine, keyword, more_like_this, semantic
 from search import statistics as corpus_statistics
 from search.contract import DuplicateCheckRequest, SearchRequest, SimilarRequest
 from search.embeddings import document_text, get_provider
@@ -76,10 +76,10 @@ def main() -> None:
     if args.similar:
         return similar_before_and_after([key for key, _, _ in drafts], args.rounds)
     parts = defaultdict(list)
-    duplicates.keyword_arm = timed(parts, "keyword arm", duplicates.keyword_arm)
+    more_like_this.arm = timed(parts, "keyword arm", more_like_this.arm)
     semantic.query_vector = timed(parts, "embedding (a thread beside the keyword arm)", semantic.query_vector)
     semantic.for_vector = timed(parts, "semantic arm", semantic.for_vector)
-    duplicates.statistics.document_frequencies = timed(parts, "statistics", corpus_statistics.document_frequencies)
+    more_like_this.statistics.document_frequencies = timed(parts, "statistics", corpus_statistics.document_frequencies)
     duplicates._page_rows = timed(parts, "page (why)", duplicates._page_rows)
 
     kinds = {
@@ -120,25 +120,25 @@ def main() -> None:
 
 
 def similar_before_and_after(keys: list[str], rounds: int) -> None:
-    """similar() with its keyword arm as it is (duplicates.keyword_arm) and as
+    """similar() with its keyword arm as it is (more_like_this.arm) and as
     it was (keyword.arm, which also estimates the OR query's total and
     facets), interleaved call by call."""
-    now = duplicates.keyword_arm
+    now = more_like_this.arm
 
     def before(parsed, scope, depth, n, df):
         return keyword.arm(parsed, scope, depth, (n, df))
 
-    ways = {"similar, keyword.arm (before)": before, "similar, duplicates.keyword_arm": now}
+    ways = {"similar, keyword.arm (before)": before, "similar, more_like_this.arm": now}
     times = defaultdict(list)
     for round_ in range(rounds + 1):
         for key in keys:
             for name, arm in ways.items():
-                duplicates.keyword_arm = arm
+                more_like_this.arm = arm
                 start = time.perf_counter()
                 engine.similar(SimilarRequest(key=key))
                 if round_:
                     times[name].append((time.perf_counter() - start) * 1000)
-    duplicates.keyword_arm = now
+    more_like_this.arm = now
     print(f"records' similar(), bugs: {len(keys)}, rounds: {rounds}")
     for name, values in times.items():
         print(f"{name:34} p50 {statistics.median(values):7.1f} p95 {percentile(values, 95):7.1f}")

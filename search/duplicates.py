@@ -1,6 +1,7 @@
 """`check_duplicates`: the bugs a draft most likely duplicates, before it is filed.
 
-The draft is ranked as `similar` ranks a stored bug (search.engine.similar),
+The draft is ranked as `similar` ranks a stored bug (search.engine.similar; both
+over search.pipeline),
 from text that is not in the database: the keyword arm ORs the draft's title
 words with the rarest words of the rest of its text that some bug shares;
 the semantic arm is the draft's own vector, embedded as a stored bug's text
@@ -15,160 +16,95 @@ bands and what they were measured to mean on the judged sets.
 """
 
 import math
-import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from types import SimpleNamespace
 
 from django.conf import settings
 
-from . import db, facets, fusion, keyword, semantic, statistics
-from .contract import (
-    DuplicateCandidate,
-    DuplicateCheckRequest,
-    DuplicateCheckResponse,
-    DuplicateWhy,
-    SemanticUnavailable,
-)
-from .embeddings import EmbeddingError, active_model_id, document_text, unavailable_reason
+from . import db, fusion, more_like_this, pipeline, semantic, statistics
+from .contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
+from .embeddings import active_model_id, document_text
 from .health import index_health
-from .query import ParsedQuery, Term, parse
 from .rows import ArmResult
-from .scope import Scope, build_scope
+from .scope import Filters, Scope, build_scope
 
 # The draft's text the model reads: about 90 tokens of its 256 (docs/duplicates.md: the
 # model's time is most of a check's, and what a report says first says most of it).
 EMBED_CHARS = 400
 # Drafts' embeddings, beside the request's thread (a model call touches no database).
 _EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="draft-embedding")
-CANDIDATES = 1000  # matches of the rarest terms the keyword arm scores, at most
-BODY_TERMS = 40  # the rarest words of the text after the title that join the keyword query
 SHARED_WORDS_SHOWN = 8
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
-
-
-@dataclass
-class Ranked:
-    """A draft's candidates, best first, and what explains them."""
-
-    candidates: list[fusion.Candidate]
-    mode: str
-    terms: list[Term]  # the keyword query's terms, most telling (rarest) first
-    idf: dict[str, float]  # a term's tsquery -> its idf
-    in_title: set[str]  # the tsqueries of the draft's title words
-    vector: object = None  # the draft's vector, when the semantic arm ran
-    degraded: dict[str, str] | None = None
 
 
 def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
-    filters = SimpleNamespace(
-        entities=["bug"], products=[request.product] if request.product else None, feature=request.feature
-    )
-    scope = build_scope(filters, user)
-    ranked = rank_draft(request.title, request.body(), scope, request.mode, settings.SEARCH_ARM_DEPTH)
-    page = ranked.candidates[: request.limit]
+    products = (request.product,) if request.product else ()
+    scope = build_scope(Filters(entities=("bug",), products=products, feature=request.feature), user)
+    plan = DraftPlan(request.title, request.body(), request.mode, settings.SEARCH_ARM_DEPTH)
+    ranking = pipeline.rank(plan, scope)
+    page = ranking.order()[: request.limit]
     return DuplicateCheckResponse(
-        mode=ranked.mode,
-        results=_explained(page, ranked, request.title, request.include_scores),
-        degraded=ranked.degraded,
+        mode=ranking.mode,
+        results=_explained(page, plan, ranking, request.include_scores),
+        degraded=ranking.degraded,
     )
 
 
-def rank_draft(title: str, body: str, scope: Scope, mode: str, depth: int, shared_by: int = 1) -> Ranked:
-    """Every candidate the arms found for the draft `title` + `body`, ranked.
-    SemanticUnavailable when mode=semantic cannot run; hybrid then answers by keyword.
-    `shared_by`: see more_like_this (2 when the draft is a stored record the
-    scope leaves out, as search_eval asks)."""
-    degraded = None
-    if mode != "keyword" and index_health(scope.products).embedded == 0:
-        why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
-        if mode == "semantic":
-            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
-        mode, degraded = "keyword", {"semantic": why}
-    embedding = None
-    if mode in ("hybrid", "semantic"):
-        # The model reads the draft while the database ranks its words.
-        embedding = _EMBEDDER.submit(semantic.query_vector, document_text(title, body)[:EMBED_CHARS])
-    parsed, (n, df), in_title = more_like_this(title, body, scope.products, shared_by)
-    terms = sorted(parsed.terms, key=lambda t: df[t.tsquery])
-    idf = {t.tsquery: statistics.idf(n, df[t.tsquery]) for t in terms}
-    keyword_result = semantic_result = None
-    if mode in ("hybrid", "keyword") and terms:
-        keyword_result = keyword_arm(parsed, scope, depth, n, df)
-    if embedding is not None:
-        try:
-            semantic_depth = min(depth, settings.SEARCH_SEMANTIC_DEPTH)
-            semantic_result = semantic.for_vector(embedding.result(), scope, semantic_depth, keyword_result)
-        except EmbeddingError as exc:
-            if mode == "semantic":
-                raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc
-            mode, degraded = "keyword", {"semantic": str(exc)}
-    # No feedback pass and no per-query arm weights, unlike search(): on the
-    # duplicate task (docs/duplicates.md) neither helped a draft.
-    candidates = fusion.fuse(keyword_result, semantic_result)
-    fusion.boost(candidates, title, None, hybrid=bool(keyword_result and semantic_result))
-    ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
-    vector = semantic_result.vector if semantic_result else None
-    return Ranked(ordered, mode, terms, idf, in_title, vector, degraded)
+class DraftPlan(pipeline.Plan):
+    """A draft's ranking, as `similar` ranks a stored bug: its more-like-this
+    OR query and its own vector (embedded beside the request's thread while
+    the database ranks its words), fused, a bug with the draft's very title
+    boosted. No feedback pass and no per-query arm weights, unlike search():
+    on the duplicate task (docs/duplicates.md) neither helped a draft.
 
+    `shared_by`: see more_like_this.terms (2 when the draft is a stored record
+    the scope leaves out, as search_eval asks). After `start`, `terms` holds the
+    keyword query's terms, most telling (rarest) first, `idf` each one's idf and
+    `in_title` the tsqueries of the draft's title words: what explains a candidate."""
 
-def keyword_arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, float]) -> ArmResult:
-    """The draft's OR query, ranked as search ranks one (keyword.rank), but
-    with neither a total nor facets to estimate: past CANDIDATES expected
-    matches, only the matches of its rarest terms (at most CANDIDATES of
-    them) are scored. A draft's duplicate shares its rare words; a bug
-    sharing only common ones is the semantic arm's to find."""
-    terms = parsed.units
-    weighted = [(t.tsquery, statistics.idf(n, df[t.tsquery])) for t in terms]
-    expected = keyword.expected_any(terms, df, n)
-    plan = keyword.Plan(parsed.any_of(), weighted, keyword.rarer_terms(terms, df, CANDIDATES), expected)
-    if expected <= CANDIDATES or not plan.candidates:
-        return keyword.rank(plan, scope, depth)
-    source = keyword.Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
-    ranked, info, _ = keyword.rank_candidates(plan, scope, source, CANDIDATES, depth)
-    return ArmResult(ranked, len(ranked), False, facets.empty(), plan.match, info)
+    def __init__(self, title: str, body: str, mode: str, depth: int, shared_by: int = 1):
+        self.title, self.body, self.mode, self.depth, self.shared_by = title, body, mode, depth, shared_by
+        self.boost_title = title
+        self.embedding = None
 
+    def semantic_unavailable(self, scope: Scope) -> str | None:
+        return pipeline.no_vectors_reason(index_health(scope.products).embedded)
 
-def more_like_this(
-    title: str, body: str, products: tuple[int, ...] | None, shared_by: int
-) -> tuple[ParsedQuery, tuple[float, dict[str, float]], set[str]]:
-    """The title's words plus the body's most telling words, as one OR query,
-    the statistics of its terms, and the title words' tsqueries.
+    def start(self, mode: str, scope: Scope) -> None:
+        if mode != "keyword":
+            # The model reads the draft while the database ranks its words.
+            text = document_text(self.title, self.body)[:EMBED_CHARS]
+            self.embedding = _EMBEDDER.submit(semantic.query_vector, text)
+        self.parsed, (self.n, self.df), self.in_title = more_like_this.terms(
+            self.title, self.body, scope.products, self.shared_by
+        )
+        self.terms = sorted(self.parsed.terms, key=lambda t: self.df[t.tsquery])
+        self.idf = {t.tsquery: statistics.idf(self.n, self.df[t.tsquery]) for t in self.terms}
 
-    Telling: the rarest body words that at least `shared_by` records have (a
-    stored record counts itself: similar() asks for 2; a draft is in no
-    record, so 1).
-    """
-    # A trailing space: no word here is being typed, so none is a prefix.
-    title_terms = {t.tsquery: t for t in parse(title + " ", "simple").units}
-    words = dict.fromkeys(_WORD.findall(body or ""))
-    body_terms = {
-        t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
-    }
-    n, df = statistics.document_frequencies([*title_terms, *body_terms], products)
-    shared = sorted((q for q in body_terms if df[q] >= shared_by), key=lambda q: df[q])
-    chosen = list(title_terms.values()) + [body_terms[q] for q in shared[:BODY_TERMS]]
-    return ParsedQuery(text=title, groups=[chosen]), (n, df), set(title_terms)
+    def keyword_arm(self, scope: Scope) -> ArmResult | None:
+        return more_like_this.arm(self.parsed, scope, self.depth, self.n, self.df) if self.terms else None
+
+    def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
+        return semantic.for_vector(self.embedding.result(), scope, depth, keyword_result)
 
 
 # -- why, and how likely ------------------------------------------------------------------------
 
 
-def _explained(page: list[fusion.Candidate], ranked: Ranked, title: str, include_scores: bool):
+def _explained(page: list[fusion.Candidate], plan: DraftPlan, ranking: pipeline.Ranking, include_scores: bool):
     if not page:
         return []
-    rows = _page_rows([c.id for c in page], ranked)
-    wanted = fusion.normalize_title(title)
-    title_idf = sum(ranked.idf[t.tsquery] for t in ranked.terms if t.tsquery in ranked.in_title) or 1.0
+    vector = ranking.semantic.vector if ranking.semantic else None
+    rows = _page_rows([c.id for c in page], [t.tsquery for t in plan.terms], vector)
+    wanted = fusion.normalize_title(plan.title)
+    title_idf = sum(plan.idf[t.tsquery] for t in plan.terms if t.tsquery in plan.in_title) or 1.0
     results = []
     ceiling = 1.0  # the confidence of the candidate ranked above: none shows more (see below)
     for candidate in page:
         row = rows.get(candidate.id)
         if row is None:  # deleted since it was ranked
             continue
-        shared = [t for t in ranked.terms if t.tsquery in row["shared"]]
+        shared = [t for t in plan.terms if t.tsquery in row["shared"]]
         in_title = sum(
-            ranked.idf[t.tsquery] for t in shared if t.tsquery in ranked.in_title and t.tsquery in row["title_shared"]
+            plan.idf[t.tsquery] for t in shared if t.tsquery in plan.in_title and t.tsquery in row["title_shared"]
         )
         same_title = fusion.normalize_title(row["title"]) == wanted
         similarity = row["similarity"]
@@ -223,12 +159,11 @@ def band(confidence: float) -> str:
     return next((name for name, floor in BANDS if confidence >= floor), "low")
 
 
-def _page_rows(ids: list[int], ranked: Ranked) -> dict[int, dict]:
+def _page_rows(ids: list[int], terms: list[str], vector) -> dict[int, dict]:
     """The page's bugs: their fields, which of the draft's terms each has (in
     all its text and in its title) and its cosine similarity to the draft, in
     one statement."""
-    terms = [t.tsquery for t in ranked.terms]
-    literal = None if ranked.vector is None else semantic.vector_literal(ranked.vector)
+    literal = None if vector is None else semantic.vector_literal(vector)
     with db.cursor() as cursor:
         cursor.execute(
             """

@@ -22,12 +22,12 @@ from . import (
     budget,
     cursors,
     db,
-    duplicates,
     facets,
     fields,
     fusion,
     keyword,
-    rerank,
+    more_like_this,
+    pipeline,
     semantic,
     snippets,
     statistics,
@@ -40,10 +40,9 @@ from .contract import (
     SearchError,
     SearchRequest,
     SearchResponse,
-    SemanticUnavailable,
     SimilarRequest,
 )
-from .embeddings import EmbeddingError, active_model_id, unavailable_reason
+from .embeddings import active_model_id, unavailable_reason
 from .health import index_health
 from .query import ParsedQuery, QuerySyntaxError, Term, parse
 from .rows import ArmResult
@@ -116,66 +115,66 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
     health = index_health(scope.products)
     if fielded.filters and not parsed.terms:
         return _listing(request, fielded, parsed, scope, health)
-    mode, degraded = request.mode, None
-    if mode != "keyword" and health.embedded == 0:
-        why = unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
-        if mode == "semantic":
-            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
-        mode, degraded = "keyword", {"semantic": why}
-    key_match = _key_lookup(text, scope)
-    keyword_result, corrected, weights = None, None, fusion.Weights()
-    if mode in ("hybrid", "keyword"):
-        keyword_result, parsed, corrected, stats = _keyword_with_typos(
-            parsed, request.match_mode, scope, key_match, depth or settings.SEARCH_ARM_DEPTH
-        )
-        if mode == "hybrid":
-            weights = fusion.weights(text, keyword.coverage(keyword_result, parsed, stats))
-    semantic_depth = settings.SEARCH_ARM_DEPTH
-    if mode != "semantic":
-        semantic_depth = min(semantic_depth, settings.SEARCH_SEMANTIC_DEPTH)
-    semantic_result = None
-    if mode in ("hybrid", "semantic"):
-        # A corrected query feeds both arms: the model reads "payment", not "paymnt".
-        try:
-            semantic_result = semantic.for_query(corrected or text, scope, semantic_depth, keyword_result)
-        except EmbeddingError as exc:
-            if mode == "semantic":
-                raise SemanticUnavailable(f"mode=semantic cannot run: {exc}; or use mode=keyword.") from exc
-            mode, degraded, weights = "keyword", {"semantic": str(exc)}, fusion.Weights()
-    candidates = fusion.fuse(keyword_result, semantic_result, weights)
-    again = None
-    if keyword_result and semantic_result and weights.semantic and settings.SEARCH_FEEDBACK_DOCS:
-        # Pseudo-relevance feedback: the semantic arm again, from the query's
-        # vector moved toward the best record of this first fusion, fused as
-        # a third list.
-        ranked = sorted(candidates.values(), key=_first_pass_order)
-        first = [c.id for c in ranked if c.info and c.info.has_vector][: settings.SEARCH_FEEDBACK_DOCS]
-        if first:
-            again = semantic.feedback(semantic_result, first, scope, semantic_depth, keyword_result)
-            candidates = fusion.fuse(keyword_result, semantic_result, weights, again)
-    if key_match is not None and key_match not in candidates:
-        candidates[key_match] = fusion.Candidate(key_match)
-    hybrid = bool(keyword_result and semantic_result)
-    fusion.boost(candidates, text, key_match, hybrid=hybrid, feedback=again is not None)
-    if request.sort == "relevant":
-        rerank.apply(candidates, corrected or text, pinned=key_match)
-    highlight = (keyword_result.query if keyword_result else "") or parsed.any_of()
+    plan = SearchPlan(request, text, parsed, health, _key_lookup(text, scope), depth or settings.SEARCH_ARM_DEPTH)
+    ranking = pipeline.rank(plan, scope)
+    corrected = plan.corrected
+    highlight = (ranking.keyword.query if ranking.keyword else "") or plan.parsed.any_of()
     found = Found(
         request.query,
-        mode,
+        ranking.mode,
         request.match_mode,
-        candidates,
-        keyword_result,
-        semantic_result,
-        key_match,
+        ranking.candidates,
+        ranking.keyword,
+        ranking.semantic,
+        plan.pinned,
         fielded.with_words(corrected) if corrected and fielded.filters else corrected,
         request.sort,
-        feedback=again,
-        degraded=degraded,
+        feedback=ranking.feedback,
+        degraded=ranking.degraded,
         filters=fielded.filters,
-        words=_words(parsed, highlight),
+        words=_words(plan.parsed, highlight),
     )
     return found, health, highlight
+
+
+class SearchPlan(pipeline.Plan):
+    """A search's ranking: the keyword arm with typo correction, per-query arm weights,
+    the semantic arm over the (corrected) query, feedback, the key match pinned,
+    and the second stage when the order is by relevance."""
+
+    feedback = True
+
+    def __init__(self, request: SearchRequest, text: str, parsed: ParsedQuery, health, key_match, depth: int):
+        self.mode, self.text, self.parsed, self.health, self.depth = request.mode, text, parsed, health, depth
+        self.match_mode = request.match_mode
+        self.pinned = key_match
+        self.boost_title = text
+        self.rerank_text = text if request.sort == "relevant" else None
+        self.corrected: str | None = None
+        self.stats = None
+
+    def semantic_unavailable(self, scope: Scope) -> str | None:
+        return pipeline.no_vectors_reason(self.health.embedded)
+
+    def keyword_arm(self, scope: Scope) -> ArmResult | None:
+        result, self.parsed, self.corrected, self.stats = _keyword_with_typos(
+            self.parsed, self.match_mode, scope, self.pinned, self.depth
+        )
+        if self.corrected and self.rerank_text is not None:
+            self.rerank_text = self.corrected
+        return result
+
+    def weights(self, keyword_result: ArmResult | None) -> fusion.Weights:
+        return fusion.weights(self.text, keyword.coverage(keyword_result, self.parsed, self.stats))
+
+    def semantic_depth(self, mode: str) -> int:
+        if mode == "semantic":
+            return settings.SEARCH_ARM_DEPTH
+        return min(settings.SEARCH_ARM_DEPTH, settings.SEARCH_SEMANTIC_DEPTH)
+
+    def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
+        # A corrected query feeds both arms: the model reads "payment", not "paymnt".
+        return semantic.for_query(self.corrected or self.text, scope, depth, keyword_result)
 
 
 def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuery, scope: Scope, health):
@@ -197,13 +196,6 @@ def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuer
         filters=fielded.filters,
     )
     return found, health, ""
-
-
-def _first_pass_order(candidate: fusion.Candidate) -> tuple:
-    """Best first; on a tie (one arm's first against the other's first), the
-    keyword arm's record: it holds the query's own words."""
-    keyword_rank, semantic_rank = candidate.keyword_rank, candidate.semantic_rank
-    return (-candidate.score, keyword_rank is None, keyword_rank or semantic_rank or 0, candidate.id)
 
 
 def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None, depth: int):
@@ -244,45 +236,53 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         row = cursor.fetchone()
     if row is None:
         raise NotFound.no_record(request.key)
-    doc_id, title, body, vector_text, model_id = row
-    scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=doc_id)
-    depth = settings.SEARCH_ARM_DEPTH
+    plan = SimilarPlan(request, *row)
+    scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=plan.doc_id)
     health = index_health(scope.products)
-    mode, degraded = request.mode, None
-    active = active_model_id()
-    if mode != "keyword" and not (vector_text is not None and model_id == active):
-        why = unavailable_reason() or f"{request.key} has no current embedding yet (run `manage.py embed`)"
-        if mode == "semantic":
-            raise SemanticUnavailable(f"mode=semantic cannot run: {why}; or use mode=keyword.")
-        mode, degraded = "keyword", {"semantic": why}
-    keyword_result = semantic_result = None
-    if mode in ("hybrid", "keyword"):
-        # Body words at least one other record shares (the record has them too, so 2).
-        parsed, (n, df), _ = duplicates.more_like_this(title, body, scope.products, shared_by=2)
-        # Its own list is the answer (counted and faceted as listed): the arm
-        # need not estimate a total or facets of the OR query's matches.
-        keyword_result = duplicates.keyword_arm(parsed, scope, depth, n, df) if parsed.terms else None
-    if mode in ("hybrid", "semantic"):
-        vector = json.loads(vector_text)
-        keyword_query = keyword_result.query if keyword_result else ""
-        semantic_depth = min(depth, settings.SEARCH_SEMANTIC_DEPTH)
-        semantic_result = semantic.nearest(vector, model_id, scope, semantic_depth, keyword_query)
-    candidates = fusion.fuse(keyword_result, semantic_result)
-    fusion.boost(candidates, title, None)  # a record with the very same title is the likeliest twin
+    ranking = pipeline.rank(plan, scope)
     # The words a hit's `why` names: those of the keyword arm's query (the title's and the telling body words).
-    words = parsed.terms if mode != "semantic" else parse(title + " ", "simple").terms
+    words = plan.parsed.terms if ranking.mode != "semantic" else parse(plan.title + " ", "simple").terms
     found = Found(
         request.key,
-        mode,
+        ranking.mode,
         "simple",
-        candidates,
-        keyword_result,
-        semantic_result,
+        ranking.candidates,
+        ranking.keyword,
+        ranking.semantic,
         listed=True,
-        degraded=degraded,
+        degraded=ranking.degraded,
         words=words,
     )
-    return _respond(request, found, health, keyword_result.query if keyword_result else "")
+    return _respond(request, found, health, ranking.keyword.query if ranking.keyword else "")
+
+
+class SimilarPlan(pipeline.Plan):
+    """A stored record's neighbours: its more-like-this OR query and its own vector;
+    a record with its very title boosted (the likeliest twin). Its own list is the
+    answer (counted and faceted as listed)."""
+
+    fill_awaiting = False
+
+    def __init__(self, request: SimilarRequest, doc_id, title, body, vector_text, model_id):
+        self.mode, self.key, self.depth = request.mode, request.key, settings.SEARCH_ARM_DEPTH
+        self.doc_id, self.title, self.body = doc_id, title, body
+        self.vector_text, self.model_id = vector_text, model_id
+        self.boost_title = title
+        self.parsed = None
+
+    def semantic_unavailable(self, scope: Scope) -> str | None:
+        if self.vector_text is not None and self.model_id == active_model_id():
+            return None
+        return unavailable_reason() or f"{self.key} has no current embedding yet (run `manage.py embed`)"
+
+    def keyword_arm(self, scope: Scope) -> ArmResult | None:
+        # Body words at least one other record shares (the record has them too, so 2).
+        self.parsed, (n, df), _ = more_like_this.terms(self.title, self.body, scope.products, shared_by=2)
+        return more_like_this.arm(self.parsed, scope, self.depth, n, df) if self.parsed.terms else None
+
+    def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
+        keyword_query = keyword_result.query if keyword_result else ""
+        return semantic.nearest(json.loads(self.vector_text), self.model_id, scope, depth, keyword_query)
 
 
 def _words(parsed: ParsedQuery, tsquery: str) -> list[Term]:

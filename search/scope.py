@@ -145,7 +145,17 @@ def not_named(kind: str, value: str, products) -> str:
     return f'"{value}" is not the key or name of a product you can see: {", ".join(listed)}{more}'
 
 
-def build_scope(request: SearchRequest, user) -> Scope:
+@dataclass(frozen=True)
+class Filters:
+    """The filters of a ranking that is not a SearchRequest (a draft, an evaluation):
+    the names and meanings of SearchRequest's."""
+
+    entities: tuple[str, ...] = ()
+    products: tuple[str, ...] = ()
+    feature: str | None = None
+
+
+def build_scope(request: SearchRequest | Filters, user) -> Scope:
     """The access rule and the request's filters (`feature`, and each of
     TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
     scope = access_scope(user)

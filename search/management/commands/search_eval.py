@@ -17,7 +17,6 @@ from argparse import ArgumentTypeError
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connection
@@ -27,9 +26,9 @@ from pydantic import ValidationError
 from backlog.management.commands._progress import progress_bars
 from backlog.models import Product
 from backlog.services import import_records
-from search import db
+from search import db, pipeline
 from search.contract import SearchError, SearchRequest, SimilarRequest
-from search.duplicates import rank_draft
+from search.duplicates import DraftPlan
 from search.engine import search, similar
 from search.evaluation import (
     DEPTH,
@@ -44,7 +43,7 @@ from search.evaluation import (
     judged_set_from_links,
     load_judged_set,
 )
-from search.scope import build_scope, leaving_out
+from search.scope import Filters, build_scope, leaving_out
 
 MODES = ("keyword", "semantic", "hybrid")
 DATABASE_PREFIX = "search_eval"
@@ -337,14 +336,16 @@ class DuplicateRanking:
             with db.cursor() as cursor:
                 cursor.execute("SELECT title, body FROM search_document WHERE key = %s", list(query.exclude))
                 title, body = cursor.fetchone() or (title, "")
-        scope = build_scope(SimpleNamespace(entities=query.entities or ["bug"], products=self.products), None)
+        filters = Filters(entities=tuple(query.entities or ["bug"]), products=tuple(self.products or ()))
+        scope = build_scope(filters, None)
         try:
             # The report's own words are counted in the statistics: a word only it
             # has (df 1) would find nothing, as similar() reasons.
-            ranked = rank_draft(title, body or "", scope, "hybrid", DEPTH, shared_by=2 if body else 1)
+            plan = DraftPlan(title, body or "", "hybrid", DEPTH, shared_by=2 if body else 1)
+            ranked = pipeline.rank(plan, scope).order()
         except SearchError as exc:
             raise QueryFailed(str(exc)) from exc
-        ids = [candidate.id for candidate in ranked.candidates[:DEPTH]]
+        ids = [candidate.id for candidate in ranked[:DEPTH]]
         with db.cursor() as cursor:
             cursor.execute("SELECT id, key FROM search_document WHERE id = ANY(%s)", [ids])
             keys = dict(cursor.fetchall())
