@@ -140,14 +140,13 @@ MONTH_PREFIX = "~m"
 FILTER_PREFIXES = {"kind": "~k", "status": "~t", "severity": "~v"}
 
 
-def _markers(kind: str, filters: bool = True) -> str:
+def _markers(kind: str) -> str:
     seed = list(KINDS).index(kind) + 1  # ids repeat across kinds; their buckets need not
     tokens = [
         f"'{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1})",
         f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')",
+        *filter_token_sql(f"'{kind}'", KINDS[kind]["status"], KINDS[kind]["severity"]),
     ]
-    if filters:
-        tokens += filter_token_sql(f"'{kind}'", KINDS[kind]["status"], KINDS[kind]["severity"])
     # A NULL (no status yet) is no token: array_to_tsvector refuses NULLs.
     return f"array_to_tsvector(array_remove(ARRAY[{', '.join(tokens)}], NULL))"
 
@@ -183,12 +182,10 @@ def _vector(weights: dict[str, list[str]]) -> str:
     return " || ".join(parts)
 
 
-def index_rows_sql(kind: str, source: str, markers: bool = True, filter_tokens: bool = True) -> str:
-    """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r).
-    `markers=False` is the SQL of before search_markers (migrations 0001-0008),
-    `filter_tokens=False` that of before the filter tokens (0009-0012)."""
+def index_rows_sql(kind: str, source: str) -> str:
+    """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r)."""
     spec = KINDS[kind]
-    columns = COLUMNS + (", search_markers" if markers else "")
+    columns = COLUMNS + ", search_markers"
     updates = ", ".join(
         f"{column} = EXCLUDED.{column}" for column in columns.split(", ") if column not in ("kind", "record_id")
     )
@@ -197,18 +194,18 @@ def index_rows_sql(kind: str, source: str, markers: bool = True, filter_tokens: 
     SELECT '{kind}', r.id, r.key, {spec["product_id"]}, {spec["feature_id"]}, {spec["title"]}, x.body,
            {spec["status"]}, {spec["severity"]}, r.created_at, r.updated_at,
            {_vector(weighted_columns(kind))}, md5({spec["title"]} || E'\\n' || x.body)
-           {", " + _markers(kind, filter_tokens) if markers else ""}
+           , {_markers(kind)}
     FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(body_columns(kind))}) AS body) x
     ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
     """
 
 
-def create_triggers_sql(kind: str, markers: bool = True, filter_tokens: bool = True) -> str:
+def create_triggers_sql(kind: str) -> str:
     table = KINDS[kind]["table"]
     return f"""
     CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      {index_rows_sql(kind, "new_rows", markers, filter_tokens)};
+      {index_rows_sql(kind, "new_rows")};
       RETURN NULL;
     END $$;
 
@@ -248,32 +245,30 @@ def drop_triggers_sql(kind: str) -> str:
     """
 
 
-def install_sql(markers: bool = True, filter_tokens: bool = True) -> str:
+def install_sql() -> str:
     """Triggers for every kind, and the index entries of rows already stored.
 
-    Migrations run the current version of this SQL: a later change to the
-    triggers ships as a migration that runs uninstall_sql() then
-    install_sql(), which also re-indexes every stored row. Migrations from
-    before search_markers existed (0001-0008) ask for `markers=False`, those
-    from before its filter tokens (0009-0012) for `filter_tokens=False`.
+    A change to the triggers ships as a migration that carries its own copy
+    of reinstall_sql()'s text (search/migrations/sql/: history must not
+    change when this module does), which also re-indexes every stored row.
     """
-    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind, markers, filter_tokens) for kind in KINDS]
-    statements += [index_rows_sql(kind, KINDS[kind]["table"], markers, filter_tokens) + ";" for kind in KINDS]
+    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
+    statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.
     statements.append("ALTER TABLE search_document SET (toast_tuple_target = 128)")
     return "\n".join(statements)
 
 
-def triggers_sql(filter_tokens: bool = True) -> str:
+def triggers_sql() -> str:
     """The triggers alone, replaced in place (no row re-indexed): for a
     change that a migration applies to the stored rows itself."""
-    return uninstall_sql() + "\n" + "\n".join(create_triggers_sql(kind, filter_tokens=filter_tokens) for kind in KINDS)
+    return uninstall_sql() + "\n" + "\n".join(create_triggers_sql(kind) for kind in KINDS)
 
 
 def uninstall_sql() -> str:
     return "\n".join(drop_triggers_sql(kind) for kind in KINDS)
 
 
-def reinstall_sql(markers: bool = True, filter_tokens: bool = True) -> str:
-    return uninstall_sql() + "\n" + install_sql(markers, filter_tokens)
+def reinstall_sql() -> str:
+    return uninstall_sql() + "\n" + install_sql()

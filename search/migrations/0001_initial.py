@@ -4,9 +4,12 @@ import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import pgvector.django.halfvec
 import pgvector.django.indexes
+from pathlib import Path
+
 from django.db import migrations, models
 
-from search.sql import install_sql, uninstall_sql
+# The SQL as it was when this migration was written (search.sql changes; history must not).
+SQL = Path(__file__).parent / "sql"
 
 
 class Migration(migrations.Migration):
@@ -45,5 +48,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('kind', 'record_id'), name='search_document_record')],
             },
         ),
-        migrations.RunSQL(install_sql(markers=False), uninstall_sql()),  # search_markers arrives in 0009
+        migrations.RunSQL((SQL / "0001_install.sql").read_text(), (SQL / "0001_uninstall.sql").read_text()),  # search_markers arrives in 0009
     ]

@@ -1,6 +1,9 @@
+from pathlib import Path
+
 from django.db import migrations
 
-from search.sql import reinstall_sql
+# The SQL as it was when this migration was written (search.sql changes; history must not).
+SQL = Path(__file__).parent / "sql"
 
 
 class Migration(migrations.Migration):
@@ -15,7 +18,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(reinstall_sql(markers=False), migrations.RunSQL.noop),  # search_markers arrives in 0009
+        migrations.RunSQL(
+            (SQL / "reinstall_without_markers.sql").read_text(), migrations.RunSQL.noop
+        ),  # search_markers arrives in 0009
         migrations.RunSQL("DROP FUNCTION IF EXISTS search_identifier_parts(text)", migrations.RunSQL.noop),
         migrations.RunSQL("ANALYZE search_document", migrations.RunSQL.noop),
     ]

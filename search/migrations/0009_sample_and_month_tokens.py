@@ -24,13 +24,16 @@ completes when migrate is run again. Embeddings stay valid: content_hash
 does not change. ANALYZE gives the ranking the months' frequencies.
 """
 
+from pathlib import Path
+
 import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import django.db.models
 import pgvector.django.indexes
 from django.db import migrations
 
-from search.sql import reinstall_sql
+# The SQL as it was when this migration was written (search.sql changes; history must not).
+SQL = Path(__file__).parent / "sql"
 
 SHORT_COLUMNS = [
     *["kind", "key", "title", "status", "severity", "content_hash", "embedding_model", "embedding_hash"],
@@ -90,7 +93,9 @@ class Migration(migrations.Migration):
             ],
         ),
         migrations.RunSQL(storage("PLAIN"), reverse_sql=storage("EXTENDED")),
-        migrations.RunSQL(reinstall_sql(), reinstall_sql(markers=False)),
+        migrations.RunSQL(
+            (SQL / "0009_reinstall.sql").read_text(), (SQL / "reinstall_without_markers.sql").read_text()
+        ),
         migrations.RunSQL("VACUUM FULL search_document", reverse_sql=migrations.RunSQL.noop),
         migrations.SeparateDatabaseAndState(
             database_operations=[
