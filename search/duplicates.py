@@ -1,6 +1,6 @@
 """`check_duplicates`: the bugs a draft most likely duplicates, before it is filed.
 
-The draft is ranked as `similar` ranks a stored bug (search.engine.similar; both
+The draft is ranked as `similar` ranks a stored bug (search.similar; both
 over search.pipeline),
 from text that is not in the database: the keyword arm ORs the draft's title
 words with the rarest words of the rest of its text that some bug shares;

@@ -1,82 +1,25 @@
-"""The one search entry point: `search()` and `similar()`.
+"""`search()`: a query's ranked page, and `ranked()`, its whole list for an export.
 
-Every surface (REST, MCP, the staff UI, search_eval) reaches these two
-functions through search.service and returns what they return; the response
-is built only here (`_respond`), as a `contract.SearchResponse`.
-
-A search runs the keyword arm (search.keyword) and the semantic arm
-(search.semantic), fuses them with reciprocal rank fusion, applies the
-documented boosts, and builds the requested page: snippets and highlights
-are computed for that page only.
-
-How the lists are fused, weighted and boosted is search.fusion's.
+Every surface (REST, MCP, the staff UI, search_eval) reaches it through
+search.service. The request becomes a scope (filters and access), fields and
+words (search.query); a SearchPlan tells search.pipeline how to rank it
+(typo correction, per-query arm weights, feedback, the key match pinned);
+search.respond builds the page.
 """
-
-import json
-from dataclasses import dataclass
 
 from django.conf import settings
 
-from . import (
-    browse,
-    budget,
-    cursors,
-    db,
-    facets,
-    fields,
-    fusion,
-    keyword,
-    more_like_this,
-    pipeline,
-    semantic,
-    snippets,
-    statistics,
-    typos,
-)
-from .contract import (
-    Hit,
-    IndexHealth,
-    NotFound,
-    SearchError,
-    SearchRequest,
-    SearchResponse,
-    SimilarRequest,
-)
-from .embeddings import active_model_id, unavailable_reason
+from . import browse, db, fields, fusion, keyword, pipeline, semantic, statistics, typos
+from .contract import IndexHealth, SearchError, SearchRequest, SearchResponse
 from .health import index_health
-from .query import ParsedQuery, QuerySyntaxError, Term, parse
+from .query import ParsedQuery, QuerySyntaxError, parse
+from .respond import Found, match_set, ordered, respond, words_of
 from .rows import ArmResult
 from .scope import Scope, build_scope
 
 
-@dataclass
-class Found:
-    """What a search or similar found, before paging: the ranked candidates
-    and the response fields that do not depend on the page."""
-
-    query: str
-    mode: str
-    match_mode: str
-    candidates: dict[int, fusion.Candidate]
-    keyword: ArmResult | None
-    semantic: ArmResult | None
-    key_match: int | None = None
-    corrected: str | None = None
-    sort: str = "relevant"
-    # The answer is the ranked list itself (similar): total and facets count
-    # it exactly, not the corpus-wide match set of its long OR query.
-    listed: bool = False
-    feedback: ArmResult | None = None  # hybrid's second semantic pass
-    degraded: dict[str, str] | None = None  # SearchResponse.degraded
-    filters: list | None = None  # SearchResponse.filters: the query's fields (search.fields)
-    words: list[Term] | None = None  # the query's words, for each hit's `why`
-
-
-# -- entry points ----------------------------------------------------------------------
-
-
 def search(request: SearchRequest, user=None) -> SearchResponse:
-    return _respond(request, *_find(request, user))
+    return respond(request, *_find(request, user))
 
 
 def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple[list[int], int, bool]:
@@ -90,13 +33,13 @@ def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple
     must be the ones the page showed. With sort=recent the whole list is
     newest first."""
     found, _, _ = _find(request, user)
-    total, exact, _ = _match_set(found)
-    listed = _ordered(found)
+    total, exact, _ = match_set(found)
+    listed = ordered(found)
     if depth and found.keyword is not None and found.keyword.total > settings.SEARCH_ARM_DEPTH:
         deeper, _, _ = _find(request.model_copy(update={"mode": "keyword"}), user, depth)
-        more = [candidate for candidate in _ordered(deeper) if candidate.id not in found.candidates]
+        more = [candidate for candidate in ordered(deeper) if candidate.id not in found.candidates]
         listed += more
-        if request.sort == "recent":  # _ordered made each score its creation time
+        if request.sort == "recent":  # ordered() made each score its creation time
             listed.sort(key=lambda candidate: (-candidate.score, candidate.id))
     return [candidate.id for candidate in listed], total, exact
 
@@ -127,12 +70,12 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         ranking.keyword,
         ranking.semantic,
         plan.pinned,
-        fielded.with_words(corrected) if corrected and fielded.filters else corrected,
+        fielded.withwords_of(corrected) if corrected and fielded.filters else corrected,
         request.sort,
         feedback=ranking.feedback,
         degraded=ranking.degraded,
         filters=fielded.filters,
-        words=_words(plan.parsed, highlight),
+        words=words_of(plan.parsed, highlight),
     )
     return found, health, highlight
 
@@ -208,7 +151,7 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
     typo_possible = result is not None and parsed.raw is None and key_match is None
     few = typo_possible and result.total < settings.SEARCH_RELAX_BELOW
     # A word no record has is worth correcting however many records the others find.
-    if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):
+    if not few and not (typo_possible and typos.unknownwords_of(parsed, stats[1])):
         return result, parsed, None, stats
     titles, corrected = typos.fallback(parsed, scope, depth, stats[1], found=None if few else result)
     if corrected:
@@ -218,78 +161,6 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
     if titles is not None and titles.total > result.total:
         return titles, parsed, None, stats
     return result, parsed, None, stats
-
-
-def similar(request: SimilarRequest, user=None) -> SearchResponse:
-    """Records nearest to `request.key` (never itself): likely duplicates of a bug.
-
-    Semantic arm: the record's own vector. Keyword arm: its title words and
-    the rarest words of its text, OR-ed and ranked like a search.
-    """
-    scope = build_scope(request, user)
-    with db.cursor() as cursor:
-        cursor.execute(
-            "SELECT d.id, d.title, d.body, d.embedding::text, d.embedding_model FROM search_document d "
-            f"WHERE d.key = %(key)s AND ({scope.where})",
-            {"key": request.key, **scope.params},
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound.no_record(request.key)
-    plan = SimilarPlan(request, *row)
-    scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=plan.doc_id)
-    health = index_health(scope.products)
-    ranking = pipeline.rank(plan, scope)
-    # The words a hit's `why` names: those of the keyword arm's query (the title's and the telling body words).
-    words = plan.parsed.terms if ranking.mode != "semantic" else parse(plan.title + " ", "simple").terms
-    found = Found(
-        request.key,
-        ranking.mode,
-        "simple",
-        ranking.candidates,
-        ranking.keyword,
-        ranking.semantic,
-        listed=True,
-        degraded=ranking.degraded,
-        words=words,
-    )
-    return _respond(request, found, health, ranking.keyword.query if ranking.keyword else "")
-
-
-class SimilarPlan(pipeline.Plan):
-    """A stored record's neighbours: its more-like-this OR query and its own vector;
-    a record with its very title boosted (the likeliest twin). Its own list is the
-    answer (counted and faceted as listed)."""
-
-    fill_awaiting = False
-
-    def __init__(self, request: SimilarRequest, doc_id, title, body, vector_text, model_id):
-        self.mode, self.key, self.depth = request.mode, request.key, settings.SEARCH_ARM_DEPTH
-        self.doc_id, self.title, self.body = doc_id, title, body
-        self.vector_text, self.model_id = vector_text, model_id
-        self.boost_title = title
-        self.parsed = None
-
-    def semantic_unavailable(self, scope: Scope) -> str | None:
-        if self.vector_text is not None and self.model_id == active_model_id():
-            return None
-        return unavailable_reason() or f"{self.key} has no current embedding yet (run `manage.py embed`)"
-
-    def keyword_arm(self, scope: Scope) -> ArmResult | None:
-        # Body words at least one other record shares (the record has them too, so 2).
-        self.parsed, (n, df), _ = more_like_this.terms(self.title, self.body, scope.products, shared_by=2)
-        return more_like_this.arm(self.parsed, scope, self.depth, n, df) if self.parsed.terms else None
-
-    def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
-        keyword_query = keyword_result.query if keyword_result else ""
-        return semantic.nearest(json.loads(self.vector_text), self.model_id, scope, depth, keyword_query)
-
-
-def _words(parsed: ParsedQuery, tsquery: str) -> list[Term]:
-    """The words a hit's `why` names: the query's own (a raw tsquery is one, "the query")."""
-    if parsed.raw is not None:
-        return [Term(text="the query", tsquery=tsquery)] if tsquery else []
-    return parsed.terms
 
 
 def _key_lookup(query: str, scope: Scope) -> int | None:
@@ -302,153 +173,3 @@ def _key_lookup(query: str, scope: Scope) -> int | None:
         )
         row = cursor.fetchone()
     return row[0] if row else None
-
-
-# -- the response -----------------------------------------------------------------------------
-
-
-def _match_set(found: Found) -> tuple[int, bool, facets.Counts]:
-    """Total and facets of everything that matched: keyword matches plus the
-    semantic neighbours that are not keyword matches."""
-    keyword_result, semantic_result = found.keyword, found.semantic
-    if found.listed:
-        return len(found.candidates), True, facets.of_rows(list(found.candidates))
-    nothing_else = (keyword_result is None or keyword_result.total == 0) and semantic_result is None
-    if nothing_else:  # at most the record the query names by its key
-        ids = [found.key_match] if found.key_match is not None else []
-        return len(ids), True, facets.of_rows(ids)
-    if semantic_result is None:
-        return keyword_result.total, keyword_result.exact, keyword_result.facets
-    if keyword_result is None:
-        return semantic_result.total, True, semantic_result.facets
-    outside = semantic_result.outside_rows | (found.feedback.outside_rows if found.feedback else {})
-    extra_facets = facets.empty()
-    for row in outside.values():
-        facets.add(extra_facets, *row)
-    return keyword_result.total + len(outside), keyword_result.exact, facets.merged(keyword_result.facets, extra_facets)
-
-
-def _ordered(found: Found) -> list[fusion.Candidate]:
-    if found.sort == "recent":
-        for candidate in found.candidates.values():
-            candidate.score = candidate.info.created
-    return sorted(found.candidates.values(), key=lambda c: (-c.score, c.id))
-
-
-def included(request: SearchRequest | SimilarRequest, part: str) -> bool:
-    """Whether the response carries `part` (facets, index): as asked, else with detail=full only."""
-    asked = getattr(request, f"include_{part}")
-    return asked if asked is not None else request.detail == "full"
-
-
-def _respond(request: SearchRequest | SimilarRequest, found: Found, health, highlight: str) -> SearchResponse:
-    total, exact, counts = _match_set(found)
-    ordered = _ordered(found)
-    owner = cursors.fingerprint(request)
-    start = 0
-    if request.cursor:
-        score, doc_id = cursors.decode(request.cursor, owner)
-        start = next((i for i, c in enumerate(ordered) if (-c.score, c.id) > (-score, doc_id)), len(ordered))
-    page = ordered[start : start + request.limit]
-    more_after_page = bool(page and ordered[start + request.limit :])
-    hits = _hits(request, page, start, highlight, found)
-    facet_counts = facets.response(counts) if included(request, "facets") else None
-
-    def answer(given: int) -> SearchResponse:
-        """The response with the page's first `given` hits; a budget may leave out the rest."""
-        next_cursor = None
-        if given < len(hits):
-            last = hits[given - 1][0]
-            next_cursor = cursors.encode(owner, last.score, last.id)
-        elif more_after_page:
-            next_cursor = cursors.encode(owner, page[-1].score, page[-1].id)
-        return SearchResponse(
-            query=found.query,
-            mode=found.mode,
-            match_mode=found.match_mode,
-            corrected_query=found.corrected,
-            total=max(total, len(ordered)) if exact else total,
-            total_exact=exact,
-            facets=facet_counts,
-            results=[hit for _, hit in hits[:given]],
-            next_cursor=next_cursor,
-            index=health if included(request, "index") else None,
-            filters=found.filters or None,
-            degraded=found.degraded,
-            omitted=len(hits) - given if given < len(hits) else None,
-        )
-
-    if request.max_tokens is None:
-        return answer(len(hits))
-    return budget.fit(answer, len(hits), request.max_tokens, "hit")
-
-
-def _hits(request, page: list[fusion.Candidate], start: int, highlight: str, found: Found) -> list[tuple]:
-    """(candidate, Hit) for each record of the page that still exists."""
-    if not page:
-        return []
-    full = request.detail == "full"
-    words = found.words or []
-    documents = snippets.page_documents(
-        [c.id for c in page], with_fields=full or request.include_content, words=[w.match for w in words]
-    )
-    built = snippets.build(documents, highlight) if full else {}
-    # A record deleted since it was ranked is left out: the page shows what still exists.
-    return [
-        (
-            candidate,
-            _hit(
-                request,
-                documents[candidate.id],
-                candidate,
-                start + offset + 1,
-                built.get(candidate.id),
-                found.sort,
-                # A query of fields alone (a listing) has no words: the fields are why.
-                "fields"
-                if found.words is None and found.filters
-                else _why(documents[candidate.id], words, candidate.id == found.key_match),
-            ),
-        )
-        for offset, candidate in enumerate(page)
-        if candidate.id in documents
-    ]
-
-
-WHY_WORDS = 3  # words a `why` names at most
-
-
-def _why(doc: snippets.PageDocument, words: list[Term], key_match: bool) -> str:
-    """One line on why the record is a hit: the query is its key; or which of the query's words it
-    holds, in its title and elsewhere ("title: renewal, spinner; text: ios"); or none of them:
-    it is close in meaning."""
-    if key_match:
-        return "key"
-    held = list(zip(words, doc.in_title, doc.anywhere, strict=True))
-    in_title = list(dict.fromkeys(word.text for word, title, _ in held if title))[:WHY_WORDS]
-    elsewhere = list(dict.fromkeys(word.text for word, _, anywhere in held if anywhere and word.text not in in_title))
-    elsewhere = elsewhere[: WHY_WORDS - len(in_title)]
-    parts = [f"{field}: {', '.join(found)}" for field, found in (("title", in_title), ("text", elsewhere)) if found]
-    return "; ".join(parts) or "meaning"
-
-
-def _hit(request, doc, candidate: fusion.Candidate, rank: int, snippet, sort: str, why: str) -> Hit:
-    full = request.detail == "full"
-    scores = fusion.score_detail(candidate) if request.include_scores else None
-    return Hit(
-        kind=doc.kind,
-        key=doc.key,
-        id=doc.record_id if full else None,
-        product=doc.product_key,
-        title=doc.title,
-        status=doc.status,
-        severity=doc.severity,
-        why=why,
-        created_at=doc.created_at if full else None,
-        updated_at=doc.updated_at if full else None,
-        snippet=snippet,
-        score=(round(candidate.score, 6) if sort == "relevant" else 0.0) if full else None,
-        rank=rank if full else None,
-        scores=scores,
-        content=doc.fields if request.include_content else None,
-    )

@@ -22,7 +22,7 @@ from typing import Any, get_args, get_origin
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from . import db, duplicates, engine, records
+from . import db, duplicates, engine, records, similar
 from .contract import (
     DuplicateCheckRequest,
     GetRequest,
@@ -45,7 +45,7 @@ class Operation:
 
 OPERATIONS = {
     "search": Operation(SearchRequest, engine.search),
-    "similar": Operation(SimilarRequest, engine.similar),
+    "similar": Operation(SimilarRequest, similar.similar),
     "get": Operation(GetRequest, records.get),
     "timeline": Operation(TimelineRequest, records.timeline),
     "check_duplicates": Operation(DuplicateCheckRequest, duplicates.check_duplicates),

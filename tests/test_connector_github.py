@@ -65,8 +65,12 @@ def test_a_first_sync_brings_every_issue_and_no_pull_request(github):
 
     hang = Bug.objects.get(key="SEAMONKEY-1")
     assert hang.title == "Mail window hangs when compacting a 4 GB Inbox on a network drive"
-    assert (hang.severity, hang.status, hang.feature.key, hang.feature.name) == ("high", "fixed", "SEAMONKEY.mail",
-                                                                                  "mail")
+    assert (hang.severity, hang.status, hang.feature.key, hang.feature.name) == (
+        "high",
+        "fixed",
+        "SEAMONKEY.mail",
+        "mail",
+    )
     # The issue form's HTML comments are gone, and the web form's CRLF is plain newlines.
     assert hang.description == (
         "### Steps to reproduce\n\n"
@@ -92,12 +96,24 @@ def test_a_first_sync_brings_every_issue_and_no_pull_request(github):
     assert Bug.objects.get(key="SEAMONKEY-41").description == ""  # a null body
     assert Bug.objects.get(key="SEAMONKEY-36").duplicate_of is None
     assert sorted(Feature.objects.values_list("name", flat=True)) == [
-        "address book", "browser", "build", "calendar", "chatzilla", "composer", "devtools", "mail", "news",
-        "preferences", "themes"]
+        "address book",
+        "browser",
+        "build",
+        "calendar",
+        "chatzilla",
+        "composer",
+        "devtools",
+        "mail",
+        "news",
+        "preferences",
+        "themes",
+    ]
 
     # One listing, all states, oldest change first, and the token as a bearer.
-    assert listings(github) == [{"per_page": "100", "state": "all", "sort": "updated", "direction": "asc"},
-                                {"per_page": "100", "state": "all", "sort": "created", "direction": "asc"}]
+    assert listings(github) == [
+        {"per_page": "100", "state": "all", "sort": "updated", "direction": "asc"},
+        {"per_page": "100", "state": "all", "sort": "created", "direction": "asc"},
+    ]
     assert {r.headers["authorization"] for r in github.requests} == {f"Bearer {github.token}"}
     assert {r.headers["x-github-api-version"] for r in github.requests} == {"2022-11-28"}
     assert not github.paths("/repos/mozilla/seamonkey/issues/")  # no duplicate to look up, nothing gone
@@ -115,31 +131,43 @@ def test_the_next_sync_asks_only_for_what_changed_and_follows_edits_deletions_an
     github.edit(13, title="Message filters stop after the first matching rule when the second one moves")
     github.delete(24)
     moved = github.transfer(4, to="mozilla/chatzilla")
-    added = github.add("Mail: the unread count of a virtual folder is wrong after a restart",
-                       "<!-- Please fill in the template -->\r\nA saved search over three accounts shows 12 unread; "
-                       "it holds none.", labels=["bug", "area: mail", "severity: low"], user="gmailgreta")
+    added = github.add(
+        "Mail: the unread count of a virtual folder is wrong after a restart",
+        "<!-- Please fill in the template -->\r\nA saved search over three accounts shows 12 unread; it holds none.",
+        labels=["bug", "area: mail", "severity: low"],
+        user="gmailgreta",
+    )
     out = sync(github)
 
     # #46 (the last change of the first sync) is read again by the overlap, with its area: unchanged.
     assert "created 1, updated 1, deleted 2, unchanged 3" in out
     # From the checkpoint less two minutes, GitHub's own format: only the edited and the new issue came, and #46.
     first, sweep = listings(github, sent)
-    assert first == {"per_page": "100", "state": "all", "sort": "updated", "direction": "asc",
-                     "since": (checkpoint - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    assert first == {
+        "per_page": "100",
+        "state": "all",
+        "sort": "updated",
+        "direction": "asc",
+        "since": (checkpoint - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     assert first["since"] == "2026-01-20T19:26:00Z" and "since" not in sweep
     assert SyncRun.objects.order_by("-started_at").first().fetched == 3
     assert Bug.objects.get(key="SEAMONKEY-13").title == (
-        "Message filters stop after the first matching rule when the second one moves")
+        "Message filters stop after the first matching rule when the second one moves"
+    )
     new = Bug.objects.get(key=f"SEAMONKEY-{added['number']}")
     assert added["number"] == 48 and new.description == (
-        "A saved search over three accounts shows 12 unread; it holds none.")
+        "A saved search over three accounts shows 12 unread; it holds none."
+    )
     # Deleted (410) and transferred (301 to mozilla/chatzilla) are gone from the index, and asked about once each.
     for gone in ("SEAMONKEY-24", "SEAMONKEY-4"):
         with pytest.raises(Bug.DoesNotExist):
             Bug.objects.get(key=gone)
     assert not SyncedRecord.objects.filter(key__in=["SEAMONKEY-24", "SEAMONKEY-4"]).exists()
-    assert github.paths("/repos/mozilla/seamonkey/issues/") == ["/repos/mozilla/seamonkey/issues/4",
-                                                                 "/repos/mozilla/seamonkey/issues/24"]
+    assert github.paths("/repos/mozilla/seamonkey/issues/") == [
+        "/repos/mozilla/seamonkey/issues/4",
+        "/repos/mozilla/seamonkey/issues/24",
+    ]
     assert moved["number"] == 1 and moved["repository_url"].endswith("/repos/mozilla/chatzilla")
     assert not Bug.objects.filter(title=moved["title"]).exists()
     assert Bug.objects.count() == 43
@@ -170,12 +198,18 @@ def test_an_issue_closed_as_a_duplicate_links_to_the_one_its_comment_names(githu
 
 def test_bad_credentials_and_an_unknown_repository_write_nothing(github, monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_revoked0000000000000000000000000000")
-    with pytest.raises(CommandError, match=r"GitHub refused the credentials \(401 from .*: Bad credentials\); "
-                                           r"check the token in GITHUB_TOKEN.*nothing was written"):
+    with pytest.raises(
+        CommandError,
+        match=r"GitHub refused the credentials \(401 from .*: Bad credentials\); "
+        r"check the token in GITHUB_TOKEN.*nothing was written",
+    ):
         sync(github)
     monkeypatch.setenv("GITHUB_TOKEN", github.token)
-    with pytest.raises(CommandError, match=r"GitHub has no project 'mozilla/seamonkey-classic', or the token "
-                                           r"cannot see it \(404 .*: Not Found\); nothing was written"):
+    with pytest.raises(
+        CommandError,
+        match=r"GitHub has no project 'mozilla/seamonkey-classic', or the token "
+        r"cannot see it \(404 .*: Not Found\); nothing was written",
+    ):
         sync(github, repo="mozilla/seamonkey-classic")
 
     assert not Source.objects.exists() and not Bug.objects.exists() and not Product.objects.exists()
@@ -210,8 +244,11 @@ def test_a_secondary_rate_limit_is_waited_out_for_its_retry_after(github):
 
 def test_a_rate_limit_that_outlasts_the_retries_fails_cleanly_and_keeps_what_was_written(github):
     github.spend_rate_limit(seconds=3600)
-    with pytest.raises(CommandError, match=r"GitHub: 127\.0\.0\.1:\d+: rate limit reached \(3 tries\).*sync again "
-                                           "later; nothing was written") as refused:
+    with pytest.raises(
+        CommandError,
+        match=r"GitHub: 127\.0\.0\.1:\d+: rate limit reached \(3 tries\).*sync again "
+        "later; nothing was written",
+    ) as refused:
         sync(github)
     assert "credentials" not in str(refused.value)  # spent, not refused: the token is fine
     assert not Source.objects.exists()
@@ -249,8 +286,10 @@ def test_a_server_that_dies_mid_sync_loses_nothing_and_the_next_sync_resumes(git
     assert Bug.objects.count() == 244 and f"created {200 - 53}" in out
     # It asked from the checkpoint (less the overlap), then from the last change of each page read.
     resumed = [r.query for r in github.requests[sent:] if r.path == LISTING and r.query["sort"] == "updated"]
-    assert [(q["since"], q.get("page")) for q in resumed] == [("2026-03-01T09:51:00Z", None),
-                                                              (crashes[149]["updated_at"], None)]
+    assert [(q["since"], q.get("page")) for q in resumed] == [
+        ("2026-03-01T09:51:00Z", None),
+        (crashes[149]["updated_at"], None),
+    ]
     assert "unchanged 3" in out  # the last three minutes before the checkpoint, read again
 
 
@@ -291,8 +330,9 @@ def test_a_bulk_edit_of_more_issues_than_a_page_in_one_second_is_read_by_the_lin
     assert Bug.objects.count() == 194 and Bug.objects.filter(feature__name="mail").count() == len(mail) == 150 + 13
     assert "created 205" in out
     repo_id = github.repos[github.main]["meta"]["id"]
-    assert [(r.path, r.query.get("since"), r.query.get("page")) for r in github.requests
-            if r.query.get("sort") == "updated"] == [
+    assert [
+        (r.path, r.query.get("since"), r.query.get("page")) for r in github.requests if r.query.get("sort") == "updated"
+    ] == [
         (LISTING, None, None),
         (LISTING, "2026-03-01T12:00:00Z", None),  # from the last change of page one: all of that second
         (f"/repositories/{repo_id}/issues", "2026-03-01T12:00:00Z", "2"),  # so on by the link

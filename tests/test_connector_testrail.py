@@ -39,8 +39,18 @@ def testrail(monkeypatch):
 
 def sync(testrail: FakeTestRail, *args: str, project: str = "3") -> str:
     out = io.StringIO()
-    call_command("sync", "testrail", "--url", testrail.url, "--project", project, "--no-progress", *args,
-                 stdout=out, stderr=io.StringIO())
+    call_command(
+        "sync",
+        "testrail",
+        "--url",
+        testrail.url,
+        "--project",
+        project,
+        "--no-progress",
+        *args,
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     return out.getvalue()
 
 
@@ -76,7 +86,10 @@ def test_a_first_sync_brings_every_case_with_its_section_and_steps(testrail):
     assert all(r.headers["content-type"] == "application/json" for r in testrail.requests)
     product = Product.objects.get()
     assert (product.key, product.name, product.description) == (
-        "PARCELPOINT", "Parcelpoint", "Parcelpoint: regression and release tests")
+        "PARCELPOINT",
+        "Parcelpoint",
+        "Parcelpoint: regression and release tests",
+    )
     assert QATest.objects.filter(product=product).count() == 31
 
     # A "Test Case (Steps)" case: each step with its expected result.
@@ -94,22 +107,34 @@ def test_a_first_sync_brings_every_case_with_its_section_and_steps(testrail):
     assert (test.status, test.created_at, test.updated_at) == ("active", at(sms["created_on"]), at(sms["updated_on"]))
     assert test.updated_at - test.created_at == timedelta(hours=5)  # edited after it was written
     # A step with no expected result is the step alone.
-    assert QATest.objects.get(key=key(testrail.case("The QR code scans with screen brightness at minimum"))).steps[0] \
+    assert (
+        QATest.objects.get(key=key(testrail.case("The QR code scans with screen brightness at minimum"))).steps[0]
         == "Set the brightness to the minimum"
+    )
     # A "Test Case (Text)" case: its steps line by line without their numbers, the expected result described.
     text = QATest.objects.get(key=key(testrail.case("The pickup deadline is extended once by 24 hours")))
     assert text.steps == ["Open a parcel ready for pickup", "Tap Extend by 24 h", "Tap Extend again"]
     assert text.description == (
-        "Expected result:\nThe deadline moves 24 hours later once; the second time 'Already extended' is shown")
+        "Expected result:\nThe deadline moves 24 hours later once; the second time 'Already extended' is shown"
+    )
     # An exploratory session: its mission and goals.
     session = QATest.objects.get(key=key(testrail.case("Explore returns of oversized parcels")))
     assert (session.steps, session.feature.name) == ([], "Returns")
     assert session.description == (
         "Mission:\nReturn a parcel that does not fit the largest compartment\n\n"
-        "Goals:\nThe app says where to take it instead\nNo return code is wasted")
+        "Goals:\nThe app says where to take it instead\nNo return code is wasted"
+    )
     # A subsection is a feature of its own.
     assert sorted(Feature.objects.values_list("name", flat=True)) == [
-        "Locker map", "Notifications", "PIN entry", "Parcel pickup", "Payments", "QR code", "Returns", "Sign-in"]
+        "Locker map",
+        "Notifications",
+        "PIN entry",
+        "Parcel pickup",
+        "Payments",
+        "QR code",
+        "Returns",
+        "Sign-in",
+    ]
     assert QATest.objects.filter(feature__key="PARCELPOINT.qr-code").count() == 5
     # The checkpoint: the latest update read (an edit, in the middle of the listing).
     assert Source.objects.get().checkpoint == latest(testrail)
@@ -124,17 +149,25 @@ def test_the_second_sync_asks_only_for_what_changed_and_follows_an_edit_a_deleti
     sent = len(testrail.requests)
 
     pin = testrail.case("Open a compartment with the 6-digit PIN")
-    testrail.edit(pin["id"], title="Open a compartment with the 6-digit PIN from the SMS", steps=[
-        ("Open the SMS 'Your parcel is ready'", "It shows a 6-digit PIN"),
-        ("Type the PIN on the locker's keypad and press OK", "The compartment door opens"),
-    ])
+    testrail.edit(
+        pin["id"],
+        title="Open a compartment with the 6-digit PIN from the SMS",
+        steps=[
+            ("Open the SMS 'Your parcel is ready'", "It shows a 6-digit PIN"),
+            ("Type the PIN on the locker's keypad and press OK", "The compartment door opens"),
+        ],
+    )
     blocked = testrail.case("Three wrong PINs block the keypad for 5 minutes")
     testrail.delete(blocked["id"])
     lost = testrail.add_section("Lost parcels", description="Parcels that are not where they should be")
-    missing = testrail.add_case(lost, "Report a parcel missing from its compartment", steps=[
-        ("Open the compartment with the QR code and find it empty", "The app asks 'Was the compartment empty?'"),
-        ("Tap Yes", "A claim is opened and its number is shown"),
-    ])
+    missing = testrail.add_case(
+        lost,
+        "Report a parcel missing from its compartment",
+        steps=[
+            ("Open the compartment with the QR code and find it empty", "The app asks 'Was the compartment empty?'"),
+            ("Tap Yes", "A claim is opened and its number is shown"),
+        ],
+    )
     out = sync(testrail)
 
     assert "created 2, updated 1, deleted 1" in out  # the case and its section; the edit; the deletion
@@ -208,21 +241,30 @@ def test_an_edit_made_while_a_long_listing_runs_is_found_by_the_next_sync(testra
 
     assert QATest.objects.get(key=key(early)).title == "Five wrong codes lock sign-in for 15 minutes"  # read before
     assert QATest.objects.get(key=key(late)).title.endswith("(reworded)")
-    assert Source.objects.get().checkpoint == at(late["updated_on"]) - timedelta(minutes=10 - 2) == \
-        started + timedelta(minutes=2)
+    assert (
+        Source.objects.get().checkpoint
+        == at(late["updated_on"]) - timedelta(minutes=10 - 2)
+        == started + timedelta(minutes=2)
+    )
     sync(testrail)
     assert QATest.objects.get(key=key(early)).title == "Five wrong codes lock sign-in for 30 minutes"
 
 
 def test_bad_credentials_and_an_unknown_project_write_nothing(testrail, monkeypatch):
     monkeypatch.setenv("TESTRAIL_API_KEY", "wrong")
-    with pytest.raises(CommandError, match=r"TestRail refused the credentials \(401 .*Authentication failed: invalid "
-                       r"or missing user/password or session cookie\.\); check TESTRAIL_USER .* and TESTRAIL_API_KEY "
-                       r".*nothing was written"):
+    with pytest.raises(
+        CommandError,
+        match=r"TestRail refused the credentials \(401 .*Authentication failed: invalid "
+        r"or missing user/password or session cookie\.\); check TESTRAIL_USER .* and TESTRAIL_API_KEY "
+        r".*nothing was written",
+    ):
         sync(testrail)
     monkeypatch.setenv("TESTRAIL_API_KEY", testrail.api_key)
-    with pytest.raises(CommandError, match=r"TestRail has no project '99', or the token cannot see it \(400 .*"
-                       r"Field :project_id is not a valid or accessible project\.\).*nothing was written"):
+    with pytest.raises(
+        CommandError,
+        match=r"TestRail has no project '99', or the token cannot see it \(400 .*"
+        r"Field :project_id is not a valid or accessible project\.\).*nothing was written",
+    ):
         sync(testrail, project="99")
     with pytest.raises(CommandError, match=r"TestRail project ids are numbers, not 'Parcelpoint'.*nothing was written"):
         sync(testrail, project="Parcelpoint")
@@ -235,8 +277,9 @@ def test_bad_credentials_and_an_unknown_project_write_nothing(testrail, monkeypa
 
 
 def test_a_429_is_waited_out_as_long_as_the_site_asks(testrail):
-    testrail.fail(429, times=2, headers={"Retry-After": "1"}, path="/api/v2/get_cases",
-                  body={"error": "API rate limit exceeded"})
+    testrail.fail(
+        429, times=2, headers={"Retry-After": "1"}, path="/api/v2/get_cases", body={"error": "API rate limit exceeded"}
+    )
 
     out = sync(testrail)
 
@@ -248,8 +291,9 @@ def test_a_429_is_waited_out_as_long_as_the_site_asks(testrail):
 
 def test_a_site_in_maintenance_is_waited_out(testrail):
     """TestRail Cloud answers 409 during its maintenance windows: come back later, not a refusal."""
-    testrail.fail(409, times=2, path="/api/v2/get_cases",
-                  body={"error": "The API is temporarily unavailable due to maintenance."})
+    testrail.fail(
+        409, times=2, path="/api/v2/get_cases", body={"error": "The API is temporarily unavailable due to maintenance."}
+    )
 
     out = sync(testrail)
 
@@ -275,15 +319,22 @@ def test_a_site_that_dies_mid_sync_loses_nothing_and_the_next_sync_reads_the_res
     # Read again from the start: 11 new cases and the 2 sections only they are in; the 20 already written unchanged.
     assert "created 13, updated 0, deleted 0" in out
     assert [q.get("offset") for path, q in calls(testrail, sent) if path == "/api/v2/get_cases/3"] == [
-        "0", "10", "20", "30"]
+        "0",
+        "10",
+        "20",
+        "30",
+    ]
     assert QATest.objects.count() == 31 and Source.objects.get().checkpoint == latest(testrail)
 
 
 def test_a_project_of_several_suites_is_read_suite_by_suite(monkeypatch):
     fake = FakeTestRail(suite_mode=3, first_suite="Android app", suites_paged=True)
     courier = fake.add_suite("Courier web portal")
-    fake.add_case(fake.add_section("Pickup"), "Open a compartment by scanning the QR code",
-                  steps=[("Scan the code at the locker", "The door opens")])
+    fake.add_case(
+        fake.add_section("Pickup"),
+        "Open a compartment by scanning the QR code",
+        steps=[("Scan the code at the locker", "The door opens")],
+    )
     routes = fake.add_section("Delivery routes", suite=courier)
     fake.add_case(routes, "A route lists lockers in driving order", steps=[("Open today's route", "Lockers in order")])
     fake.add_case(routes, "A full locker is skipped with a reason", text="1. Mark KX-4412 full", expected="Skipped")
@@ -313,8 +364,9 @@ def test_a_baseline_is_a_copy_of_the_master_and_is_left_out(monkeypatch):
     fake = FakeTestRail(suite_mode=2)
     fake.add_case(fake.add_section("Pickup"), "Open a compartment with the PIN", steps=[("Type the PIN", "Opens")])
     baseline = fake.add_suite("Release 4.2 baseline", baseline=True)
-    fake.add_case(fake.add_section("Pickup", suite=baseline), "Open a compartment with the PIN",
-                  steps=[("Type the PIN", "Opens")])
+    fake.add_case(
+        fake.add_section("Pickup", suite=baseline), "Open a compartment with the PIN", steps=[("Type the PIN", "Opens")]
+    )
     serve(monkeypatch, fake)
     try:
         sync(fake)
@@ -329,8 +381,10 @@ def test_a_server_older_than_6_7_answers_everything_in_one_array(monkeypatch):
     fake = serve(monkeypatch, FakeTestRail.catalog(paged=False))
     try:
         sync(fake)
-        edited = fake.edit(fake.case("A declined card shows the bank's reason")["id"],
-                           title="A declined card shows the bank's reason in the app's language")
+        edited = fake.edit(
+            fake.case("A declined card shows the bank's reason")["id"],
+            title="A declined card shows the bank's reason in the app's language",
+        )
         out = sync(fake)
     finally:
         fake.stop()

@@ -182,7 +182,7 @@ def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, se
 def test_similar_puts_the_same_title_under_a_tag_first(embedded):
     """A tester's "[iOS]" in front of a title does not make it another title."""
     from search.contract import SimilarRequest
-    from search.engine import similar
+    from search.similar import similar
 
     twin = {"kind": "bug", "key": "BUG-40", "product": "PRD-1", "title": "[iOS] [6.2] Renewal fails with a saved card"}
     assert import_records(jsonl(twin).splitlines()).written

@@ -15,8 +15,9 @@ from backlog.services import import_records
 from search import budget
 from search.contract import SearchError, SearchRequest, SimilarRequest
 from search.embeddings import document_text
-from search.engine import search, similar
+from search.engine import search
 from search.indexing import embed_pending
+from search.similar import similar
 
 from .conftest import jsonl
 

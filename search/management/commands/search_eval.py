@@ -29,7 +29,7 @@ from backlog.services import import_records
 from search import db, pipeline
 from search.contract import SearchError, SearchRequest, SimilarRequest
 from search.duplicates import DraftPlan
-from search.engine import search, similar
+from search.engine import search
 from search.evaluation import (
     DEPTH,
     DUPLICATE_FORMULAS,
@@ -44,6 +44,7 @@ from search.evaluation import (
     load_judged_set,
 )
 from search.scope import Filters, build_scope, leaving_out
+from search.similar import similar
 
 MODES = ("keyword", "semantic", "hybrid")
 DATABASE_PREFIX = "search_eval"
