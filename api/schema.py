@@ -26,7 +26,7 @@ from search.contract import (
     TimelineResponse,
     without_null,
 )
-from search.export import FORMATS
+from search.operations.export import FORMATS
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 # And the one request that comes as a JSON body (POST /api/bugs/check-duplicates).
@@ -108,7 +108,7 @@ def body_operation(request: type[BaseModel], response: type[BaseModel], summary:
 
 
 def search_operation():
-    """/api/search: the search, or with `format` the same search as a file (search.export)."""
+    """/api/search: the search, or with `format` the same search as a file (search.operations.export)."""
     format_parameter = OpenApiParameter(
         "format",
         type={"type": "string", "enum": list(FORMATS)},

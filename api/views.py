@@ -61,7 +61,7 @@ class OperationView(APIView):
 
 @extend_schema_view(get=schema.search_operation())
 class SearchView(OperationView):
-    """`format=csv` or `format=jsonl`: the whole ranked list as a file, streamed (search.export)."""
+    """`format=csv` or `format=jsonl`: the whole ranked list as a file, streamed (search.operations.export)."""
 
     operation = "search"
 

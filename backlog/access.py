@@ -8,7 +8,7 @@ command run by the operator). An inactive or anonymous user sees nothing.
 
 Readers of records never decide this themselves; they take the rule as a
 queryset filter (`visible`: the REST record endpoints, the staff UI, the
-admin, import) or as SQL over the search index (`search.scope.access_scope`:
+admin, import) or as SQL over the search index (`search.query.scope.access_scope`:
 search, similar and the statistics their scores use). Both are built from
 `visible_product_ids`, so the rule written here restricts every surface at
 once. It only removes rows, never adds them.

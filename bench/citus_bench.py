@@ -32,7 +32,7 @@ fails prints the error and what the run did about it:
    (pg_dump --data-only --disable-triggers), and one record is written
    through the real write path (import_records: the triggers' INSERT ...
    ON CONFLICT into the distributed table) to show whether it works.
-5. Times the project's own search (search.engine.search, run in a child
+5. Times the project's own search (search.operations.search.search, run in a child
    process with DATABASE_URL at each server) for keyword and hybrid
    queries, with no filter as the operator, and with status, severity and
    kind filters as the user who sees half the products; prints p50 and p95
@@ -411,7 +411,7 @@ def citus_triggers_sql() -> str:
     tuplestore"), the upsert's arbiter (kind, record_id, product_id), and a
     record moved to another product deleted from its old shard first."""
     sys.path.insert(0, str(ROOT))
-    from search.sql import KINDS, index_rows_sql
+    from search.indexing.sql import KINDS, index_rows_sql
 
     functions = []
     for kind, spec in KINDS.items():
@@ -495,14 +495,14 @@ def child_write(args) -> dict:
 
 
 def child_measure(args) -> dict:
-    """search.engine.search for every query x case, timed; each case's top 20 keys."""
+    """search.operations.search.search for every query x case, timed; each case's top 20 keys."""
     import traceback
 
     from django.contrib.auth.models import User
 
     from search.contract import SearchRequest
-    from search.embeddings import get_provider
-    from search.engine import search
+    from search.indexing.embeddings import get_provider
+    from search.operations.search import search
 
     provider = get_provider()
     vectors = {q: provider.embed_query(q) for q in QUERIES}
@@ -576,7 +576,7 @@ def report(plain: dict, citus: dict, args) -> None:
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
     columns = ["plain p50", "plain p95", "Citus p50", "Citus p95", "same top 20", "top-20 overlap", "Citus errors"]
-    print(f"| search.engine.search, ms | {' | '.join(columns)} |")
+    print(f"| search.operations.search.search, ms | {' | '.join(columns)} |")
     print("|---|---|---|---|---|---|---|---|")
     for case, ours in plain["cases"].items():
         theirs = citus.get("cases", {}).get(case, {"times": [], "tops": {}, "errors": {"all": citus.get("failed")}})

@@ -26,11 +26,13 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 from django.db import connection
 from search_bench import kept_database, percentile, prewarm
 
-from search import duplicates, engine, keyword, more_like_this, semantic
-from search import statistics as corpus_statistics
 from search.contract import DuplicateCheckRequest, SearchRequest, SimilarRequest
-from search.embeddings import document_text, get_provider
-from search.scope import leaving_out
+from search.indexing.embeddings import document_text, get_provider
+from search.operations import duplicates, similar
+from search.operations import search as engine
+from search.query.scope import leaving_out
+from search.ranking import keyword, more_like_this, semantic
+from search.ranking import statistics as corpus_statistics
 
 
 def timed(parts: dict, name: str, function):
@@ -135,7 +137,7 @@ def similar_before_and_after(keys: list[str], rounds: int) -> None:
             for name, arm in ways.items():
                 more_like_this.arm = arm
                 start = time.perf_counter()
-                engine.similar(SimilarRequest(key=key))
+                similar.similar(SimilarRequest(key=key))
                 if round_:
                     times[name].append((time.perf_counter() - start) * 1000)
     more_like_this.arm = now

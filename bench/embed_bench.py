@@ -11,7 +11,7 @@ record, each from no vectors at all, in one process:
 * before: the loop as it was at 84df4fe, kept below: 64 rows a batch, each
   text embedded one after another on one onnxruntime thread by the graph as
   exported, every row embedded, the batch written after it is embedded;
-* after: `search.indexing.embed_pending` as it is, EMBEDDING_THREADS as set
+* after: `search.indexing.vectors.embed_pending` as it is, EMBEDDING_THREADS as set
   (or --threads).
 
 Reported per run and as medians with their ratio: records a second, and the
@@ -44,9 +44,9 @@ from django.test.utils import override_settings, setup_databases, teardown_datab
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.services import import_records
-from search.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, clip_text, document_text, get_provider
-from search.indexing import _store, embed_pending
-from search.local_model import LocalEmbeddingProvider
+from search.indexing.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, clip_text, document_text, get_provider
+from search.indexing.local_model import LocalEmbeddingProvider
+from search.indexing.vectors import _store, embed_pending
 from search.models import Document
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -54,7 +54,7 @@ from search_bench import QUERIES, percentile
 
 
 def embed_pending_before(provider: LocalEmbeddingProvider, batch_size: int = 64) -> int:
-    """search.indexing.embed_pending as of 84df4fe, with ``provider``."""
+    """search.indexing.vectors.embed_pending as of 84df4fe, with ``provider``."""
     queryset = Document.objects.needing_embedding(provider.model_id).order_by("id")
     written = last_id = 0
     while True:

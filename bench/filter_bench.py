@@ -5,7 +5,7 @@
 Runs on a database kept by `bench/search_bench.py --keep-db` of that size.
 Every query of search_bench, filtered as its "filtered" rows are (bugs,
 critical or high), runs through search() twice, interleaved in one
-process: as search.scope builds it (kind and severity asked of the filter
+process: as search.query.scope builds it (kind and severity asked of the filter
 tokens in search_markers, the keyword arm's plans scaled by the filters'
 share, the last word settled as typed when its share fills the candidates)
 and as it was built before (`d.kind = ANY(...) AND d.severity = ANY(...)`,
@@ -25,16 +25,16 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 from django.db import connection
 from search_bench import FILTER, QUERIES, kept_database, percentile, prewarm
 
-from search import engine
 from search.contract import SearchRequest
-from search.embeddings import get_provider
-from search.scope import access_scope, build_scope
+from search.indexing.embeddings import get_provider
+from search.operations import search as engine
+from search.query.scope import access_scope, build_scope
 
 COLUMNS = {"entities": "kind", "status": "status", "severity": "severity"}
 
 
 def columns_scope(request, user):
-    """The filters as column conditions, as search.scope wrote them before the filter tokens."""
+    """The filters as column conditions, as search.query.scope wrote them before the filter tokens."""
     scope = access_scope(user)
     for name, column in COLUMNS.items():
         if values := getattr(request, name, None):

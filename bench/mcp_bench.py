@@ -69,7 +69,7 @@ from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.services import import_records
 from search import service
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 WARM_UP = 20
 PATHS = ("in process", "MCP stdio", "MCP HTTP")

@@ -51,12 +51,12 @@ from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.management.commands._progress import progress_bars
 from backlog.services import import_records
-from search import semantic
 from search.contract import SearchRequest
-from search.embeddings import document_text, get_provider
-from search.engine import search
-from search.indexing import embed_pending
-from search.scope import Scope
+from search.indexing.embeddings import document_text, get_provider
+from search.indexing.vectors import embed_pending
+from search.operations.search import search
+from search.query.scope import Scope
+from search.ranking import semantic
 
 UNIVERSAL = "qaeverywhere"
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made

@@ -35,7 +35,7 @@ def embeddings_check() -> str:
     """How much of the index has vectors, as a share (readyz answers anyone: no
     counts), the same figure from every worker. Partial is reported, never a
     reason to be not ready: keyword search finds every record meanwhile."""
-    from search.health import coverage_now
+    from search.indexing.health import coverage_now
 
     coverage = coverage_now()
     if coverage >= 1:
@@ -60,8 +60,8 @@ def sources_check() -> str:
 @never_cache
 @require_safe
 def readyz(request):
-    from search.embeddings import unavailable_reason
-    from search.health import worker_health
+    from search.indexing.embeddings import unavailable_reason
+    from search.indexing.health import worker_health
 
     global _migrated
     checks = {}

@@ -258,7 +258,7 @@ TIME_ZONE = envstr("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
-# Embeddings (search/embeddings.py): the local MiniLM by default; any
+# Embeddings (search/indexing/embeddings.py): the local MiniLM by default; any
 # OpenAI-compatible endpoint by setting EMBEDDING_PROVIDER=openai.
 EMBEDDING_PROVIDER = envstr("EMBEDDING_PROVIDER", "local")
 EMBEDDING_LOCAL_VARIANT = envstr("EMBEDDING_LOCAL_VARIANT", "int8-dynamic")
@@ -271,7 +271,7 @@ EMBEDDING_DIMENSIONS = envint("EMBEDDING_DIMENSIONS", 384)
 EMBEDDING_API_TIMEOUT = envfloat("EMBEDDING_API_TIMEOUT", 30.0)
 EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
 
-# Ranking (search/engine.py, search/keyword.py and search/semantic.py explain each).
+# Ranking (search/operations/search.py, search/ranking/keyword.py and search/ranking/semantic.py explain each).
 SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
 # Hybrid's pseudo-relevance feedback: the semantic arm runs again from the
 # query's vector plus SEARCH_FEEDBACK_WEIGHT x the mean vector of the first
@@ -281,7 +281,7 @@ SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
 SEARCH_FEEDBACK_DOCS = envint("SEARCH_FEEDBACK_DOCS", 1)
 SEARCH_FEEDBACK_WEIGHT = envfloat("SEARCH_FEEDBACK_WEIGHT", 2.0)
 SEARCH_FEEDBACK_LIST_WEIGHT = envfloat("SEARCH_FEEDBACK_LIST_WEIGHT", 1.0)
-# A second stage (search/rerank.py): off unless SEARCH_RERANKER=hosted and an
+# A second stage (search/ranking/rerank.py): off unless SEARCH_RERANKER=hosted and an
 # endpoint speaking the Cohere-style /rerank API is named.
 SEARCH_RERANKER = envstr("SEARCH_RERANKER", "")
 SEARCH_RERANK_API_URL = envstr("SEARCH_RERANK_API_URL", "")
@@ -296,7 +296,7 @@ SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
 SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
 SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)
 # The most records an export (format=csv or jsonl) holds: the keyword arm ranks
-# this deep for it (search.export); past it the response says X-Export-Truncated.
+# this deep for it (search.operations.export); past it the response says X-Export-Truncated.
 EXPORT_MAX_ROWS = envint("EXPORT_MAX_ROWS", 5000)
 # Saved searches' webhooks (saved/webhooks.py): tries a run and the first wait
 # between them (doubling), seconds a try may take, records a message lists,

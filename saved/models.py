@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from search import service
 from search.contract import SearchError, SearchRequest
-from search.cursors import PAGING
+from search.contract.cursors import PAGING
 
 from .addresses import WebhookRefused, check_url
 
@@ -92,7 +92,7 @@ class SavedSearch(models.Model):
             raise ValidationError(errors)
 
     def ranked(self):
-        """What it matches now, as its owner may see it (search.export.Ranked)."""
+        """What it matches now, as its owner may see it (search.operations.export.Ranked)."""
         return service.ranked(self.params(), self.owner)
 
     def new_count(self) -> int:

@@ -146,9 +146,7 @@ def _check_peer(sock) -> None:
     address = sock.getpeername()[0]
     if why := refused_address(address):
         sock.close()
-        raise WebhookRefused(
-            f"the webhook's connection went to {why}, a private or reserved address; nothing was sent"
-        )
+        raise WebhookRefused(f"the webhook's connection went to {why}, a private or reserved address; nothing was sent")
 
 
 class _CheckedHTTPConnection(http.client.HTTPConnection):

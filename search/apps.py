@@ -6,9 +6,8 @@ class SearchConfig(AppConfig):
 
     def ready(self):
         from backlog.signals import records_imported
-
-        from .health import forget_coverage
-        from .indexing import after_bulk_write
+        from search.indexing.health import forget_coverage
+        from search.indexing.vectors import after_bulk_write
 
         def refresh(sender, rows: int, **kwargs) -> None:
             after_bulk_write(rows)  # a large import leaves the index's statistics and GIN pending list stale

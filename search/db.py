@@ -8,7 +8,7 @@ config.postgres.replicas) and pins the call to it: every statement here
 database. Without read replicas, and for a caller that skips service
 (search_eval, a shell), it is the primary, "default".
 
-Per-database caches (search.statistics, search.health) are keyed by `alias()`.
+Per-database caches (search.ranking.statistics, search.indexing.health) are keyed by `alias()`.
 """
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction

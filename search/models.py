@@ -1,7 +1,7 @@
 """The search index: one row per record of any kind.
 
 PostgreSQL keeps `Document` rows in step with the four record tables by
-statement-level triggers (`search/sql.py`), in the same transaction as the
+statement-level triggers (`search/indexing/sql.py`), in the same transaction as the
 write, so save, bulk_create, queryset.update(), raw SQL and import are all
 covered without Python remembering to do it. Search reads only this table
 until it builds the returned page.
@@ -51,7 +51,7 @@ class Document(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     search_vector = SearchVectorField()
-    # A sample bucket and the month of updated_at (search.sql explains why);
+    # A sample bucket and the month of updated_at (search.indexing.sql explains why);
     # kept apart from search_vector so that ranking never sees them.
     search_markers = SearchVectorField(null=True)
     content_hash = models.CharField(max_length=32)
@@ -109,7 +109,7 @@ class WorkerState(models.TextChoices):
 
 class Worker(models.Model):
     """A supervised background worker (the embedding worker `serve` runs), as
-    its supervisor last saw it: search.worker.Supervisor writes this row, and
+    its supervisor last saw it: search.indexing.worker.Supervisor writes this row, and
     index health reads it, so the state is visible from every process."""
 
     name = models.CharField(max_length=40, primary_key=True)

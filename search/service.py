@@ -4,7 +4,7 @@ and the acting user and returning the contract's JSON.
 REST passes its query string, MCP its tool arguments, the staff UI its URL;
 all three get the same dict back for the same input, or the same
 `SearchError` (whose text they show as it is). Nothing here ranks: `search`
-and `similar` are search.engine's; `get` and `timeline` are search.records',
+and `similar` are search.operations.search's; `get` and `timeline` are search.operations.records',
 which read records through the same access rule, so they show nothing a
 search would not. Each call reads one database (search.db): a read replica
 that is caught up, or the primary.
@@ -22,8 +22,8 @@ from typing import Any, get_args, get_origin
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from . import db, duplicates, engine, records, similar
-from .contract import (
+from search import db
+from search.contract import (
     DuplicateCheckRequest,
     GetRequest,
     IndexHealth,
@@ -32,9 +32,10 @@ from .contract import (
     SimilarRequest,
     TimelineRequest,
 )
-from .export import Export, Ranked, format_named
-from .health import index_health
-from .scope import access_scope
+from search.indexing.health import index_health
+from search.operations import duplicates, records, search, similar
+from search.operations.export import Export, Ranked, format_named
+from search.query.scope import access_scope
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Operation:
 
 
 OPERATIONS = {
-    "search": Operation(SearchRequest, engine.search),
+    "search": Operation(SearchRequest, search.search),
     "similar": Operation(SimilarRequest, similar.similar),
     "get": Operation(GetRequest, records.get),
     "timeline": Operation(TimelineRequest, records.timeline),
@@ -61,19 +62,19 @@ def call(operation: str, params: Mapping[str, Any], user=None) -> dict:
 
 
 def ranked(params: Mapping[str, Any], user=None) -> Ranked:
-    """A search's whole ranked list (search.export.Ranked), at most EXPORT_MAX_ROWS
+    """A search's whole ranked list (search.operations.export.Ranked), at most EXPORT_MAX_ROWS
     records deep: what an export writes and what a saved search counts as new."""
     if _items(params).get("cursor"):
         raise SearchError("cursor: an export holds the whole list from its first record; leave cursor out.")
     request = parse(SearchRequest, params)
     limit = settings.EXPORT_MAX_ROWS
     with db.reading():
-        ids, total, exact = engine.ranked(request, user, depth=limit)
+        ids, total, exact = search.ranked(request, user, depth=limit)
         return Ranked(request.query, ids[:limit], total, exact, limit, user, db.alias())
 
 
 def export(params: Mapping[str, Any], user=None, link: Callable[[str], str] | None = None) -> Export:
-    """A search's whole ranked list as a file, in `params["format"]` (search.export):
+    """A search's whole ranked list as a file, in `params["format"]` (search.operations.export):
     the search's own parameters and filters. The search runs now (its errors are
     raised here, before anything is sent); the rows are read as the returned
     Export's chunks are."""

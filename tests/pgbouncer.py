@@ -117,7 +117,7 @@ class PgBouncer:
 
             user = system_user()
             shutil.chown(self.folder, user)
-        from search.worker import die_with_parent  # a killed test run leaves no PgBouncer behind
+        from search.indexing.worker import die_with_parent  # a killed test run leaves no PgBouncer behind
 
         # user= rather than PgBouncer's -u: a change of user after the start would clear die_with_parent's signal.
         self.process = subprocess.Popen(

@@ -263,7 +263,7 @@ def test_similar_finds_the_other_invoice_bug_and_never_the_record_itself(story, 
 
 
 def test_similar_with_embeddings(story, reader):
-    from search.indexing import embed_pending
+    from search.indexing.vectors import embed_pending
 
     embed_pending()
 

@@ -12,7 +12,7 @@ from backlog.models import Product
 from backlog.services import import_records
 from search import service
 from search.contract import SearchError
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .conftest import jsonl
 from .test_search import CORPUS, bug

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from django.test import override_settings
 
-from search import embeddings, local_model
-from search.embeddings import (
+from search.indexing import embeddings, local_model
+from search.indexing.embeddings import (
     MAX_DOCUMENT_CHARS,
     EmbeddingError,
     EmbeddingProvider,
@@ -24,8 +24,8 @@ from search.embeddings import (
     get_provider,
     reset_provider,
 )
-from search.hosted_model import OpenAIEmbeddingProvider
-from search.local_model import LocalEmbeddingProvider
+from search.indexing.hosted_model import OpenAIEmbeddingProvider
+from search.indexing.local_model import LocalEmbeddingProvider
 
 from .conftest import JSONHandler, serving
 
@@ -499,9 +499,9 @@ def test_an_unreachable_endpoint_names_the_url_setting(monkeypatch):
 
 @pytest.mark.django_db
 def test_a_query_asked_again_is_embedded_once(monkeypatch):
-    from search import semantic
-    from search.embeddings import get_provider
-    from search.scope import Scope
+    from search.indexing.embeddings import get_provider
+    from search.query.scope import Scope
+    from search.ranking import semantic
 
     provider = get_provider()
     asked = []

@@ -339,7 +339,7 @@ def test_search_eval_scores_check_duplicates_on_the_title_queries(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_search_eval_command_in_keyword_mode(tmp_path):
-    pytest.importorskip("search.engine")
+    pytest.importorskip("search.operations.search")
     folder = write_set(tmp_path / "tramline")
     out = tmp_path / "result.json"
 
@@ -361,14 +361,14 @@ def test_search_eval_command_in_keyword_mode(tmp_path):
 
 
 def test_search_eval_refuses_a_malformed_set_without_touching_a_database(tmp_path):
-    pytest.importorskip("search.engine")
+    pytest.importorskip("search.operations.search")
     folder = write_set(tmp_path / "broken", qrels="verbatim BUG-1 3\n")
     with pytest.raises(CommandError, match=r"qrels\.tsv line 1"):
         call_command("search_eval", str(folder), "--modes", "keyword")
 
 
 def test_the_engine_ranking_pages_on_until_enough_keys_survive_the_exclusions(monkeypatch):
-    pytest.importorskip("search.engine")
+    pytest.importorskip("search.operations.search")
     from types import SimpleNamespace
 
     from search.management.commands import search_eval

@@ -1,4 +1,4 @@
-"""Fields in a simple query (search.fields): `severity:critical status:open product:PRD-1 updated:<7d crash`.
+"""Fields in a simple query (search.query.fields): `severity:critical status:open product:PRD-1 updated:<7d crash`.
 
 The story: Dana triages Tramline Mobile (transit tickets) and Ledgerly
 (invoicing) and types her filters into the query. Erin is on Tramline's
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from backlog.models import Product
 from backlog.services import import_records
 from search.contract import SearchError, SearchRequest
-from search.engine import search
-from search.fields import read
+from search.operations.search import search
+from search.query.fields import read
 
 from .conftest import jsonl
 

@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from search import service
 from search.contract import SearchError
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .fuzzing import CALLS, EXAMPLES, FUZZ, LONG_RUN, TEXT, leak, names_what_was_wrong, params_for, tally
 

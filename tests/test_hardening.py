@@ -148,7 +148,7 @@ def test_a_delete_without_a_token_or_csrf_is_json(tramline):
 
 @pytest.fixture
 def embedded_story(tramline):
-    from search.indexing import embed_pending
+    from search.indexing.vectors import embed_pending
 
     assert embed_pending() > 0
 

@@ -1,4 +1,4 @@
-"""Filling in embeddings (search.indexing.embed_pending) on the real database.
+"""Filling in embeddings (search.indexing.vectors.embed_pending) on the real database.
 
 The story: Tramline's testers filed the Android renewal bug three times,
 word for word (BUG-1, BUG-2, BUG-5), and in one test once more, later
@@ -13,8 +13,8 @@ from django.db import connection
 
 from backlog.models import Bug
 from backlog.services import import_records
-from search.embeddings import document_text, get_provider
-from search.indexing import embed_pending, pending_count
+from search.indexing.embeddings import document_text, get_provider
+from search.indexing.vectors import embed_pending, pending_count
 from search.models import Document
 
 from .conftest import jsonl

@@ -40,7 +40,7 @@ from rest_framework.authtoken.models import Token
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 from backlog.services import import_records
 from saved.models import SavedSearch
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .conftest import ROOT, TRAMLINE, client_with_token, jsonl
 from .test_mcp import server_env
@@ -119,10 +119,10 @@ REST_CLEAN = [
     ("GET", "/api/bugs", {"severity": "critical", "ordering": "-updated_at"}),
     ("GET", "/api/bugs/BUG-12", {}),
     ("GET", "/api/products/PRD-1", {}),
-    # Exports (search.export): the same searches as files.
+    # Exports (search.operations.export): the same searches as files.
     ("GET", "/api/search", {"query": "renewal", "format": "csv"}),
     ("GET", "/api/search", {"query": "spinner android", "mode": "keyword", "format": "jsonl"}),
-    # A draft's likely duplicates (search.duplicates): candidates, shared words, similarity, confidence.
+    # A draft's likely duplicates (search.operations.duplicates): candidates, shared words, similarity, confidence.
     ("POST", "/api/bugs/check-duplicates", {"title": "Renewal button does nothing", "include_scores": True}),
     ("POST", "/api/bugs/check-duplicates", {"title": "Spinner on Android", "description": "renewal quoka"}),
 ]

@@ -46,7 +46,7 @@ from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
 from mcp_bridge import server
 from search import service
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
 from .fuzzing import FUZZ, leak, names_what_was_wrong, params_for, tally

@@ -27,7 +27,7 @@ from django.db.utils import ConnectionHandler
 
 from backlog.services import export_records, import_records
 from search import service
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from . import pgbouncer
 from .conftest import TRAMLINE, VAT_BUG, jsonl

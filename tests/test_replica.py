@@ -39,7 +39,7 @@ from backlog.models import Bug
 from backlog.services import import_records
 from config.postgres import embedded, replicas, watchdog
 from search import service
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .conftest import TRAMLINE, VAT_BUG, client_with_token, jsonl, seeing_all_products
 

@@ -12,12 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from backlog.services import import_records
-from search import budget
-from search.contract import SearchError, SearchRequest, SimilarRequest
-from search.embeddings import document_text
-from search.engine import search
-from search.indexing import embed_pending
-from search.similar import similar
+from search.contract import SearchError, SearchRequest, SimilarRequest, budget
+from search.indexing.embeddings import document_text
+from search.indexing.vectors import embed_pending
+from search.operations.search import search
+from search.operations.similar import similar
 
 from .conftest import jsonl
 
@@ -222,7 +221,7 @@ def test_a_word_counts_as_many_documents_from_the_statistics_as_counted(months_o
     MCP answers differing)."""
     from django.db import connection
 
-    from search import statistics
+    from search.ranking import statistics
 
     statistics._stats_cache.clear()
     n, freq = statistics.corpus()
@@ -240,8 +239,8 @@ def test_the_filters_share_of_the_records_comes_from_their_tokens_statistics(mon
     and a user who sees some products only, give no share."""
     from django.contrib.auth.models import User
 
-    from search.scope import build_scope
-    from search.statistics import filter_share
+    from search.query.scope import build_scope
+    from search.ranking.statistics import filter_share
 
     def share(user=None, **filters):
         return filter_share(build_scope(SearchRequest(query="any", **filters), user))
@@ -274,7 +273,7 @@ def test_under_filters_a_word_common_in_scope_is_taken_as_typed(months_of_bugs, 
 
 
 def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(months_of_bugs, settings):
-    from search.statistics import recent_months
+    from search.ranking.statistics import recent_months
 
     settings.SEARCH_EXACT_LIMIT = 1
     settings.SEARCH_RECENT_CANDIDATES = 4
@@ -303,7 +302,7 @@ def test_a_query_matching_everything_walks_down_the_newest(months_of_bugs, setti
 def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, settings):
     from django.db import connection
 
-    from search.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
+    from search.indexing.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 
     settings.SEARCH_EXACT_LIMIT = 1
     settings.SEARCH_SAMPLE_MATCHES = 128  # about 512 matches expected: about the first 64 buckets of 256
@@ -357,8 +356,8 @@ def test_records_updated_at_the_same_moment_are_taken_by_id(db, settings):
 
 
 def test_a_sample_sized_from_too_low_an_estimate_is_taken_again_smaller(months_of_bugs, settings):
-    from search.sampling import sample_matches
-    from search.scope import Scope
+    from search.query.scope import Scope
+    from search.ranking.sampling import sample_matches
 
     settings.SEARCH_SAMPLE_MATCHES = 64
     # Told to expect 10 matches, it would read all 512; it stops at 257 and
@@ -770,7 +769,7 @@ def test_a_selective_filter_fills_the_page_through_the_vector_index(db, settings
     import numpy as np
     from django.db import connection, transaction
 
-    from search.embeddings import get_provider
+    from search.indexing.embeddings import get_provider
 
     records = [{"kind": "product", "key": "PRD-6", "name": "Tramline Mobile"}]
     records += [
@@ -814,7 +813,7 @@ def health_cache():
     recount left running into the next test."""
     import threading
 
-    from search import health
+    from search.indexing import health
 
     def settle():
         for thread in threading.enumerate():
@@ -829,7 +828,7 @@ def health_cache():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_large_index_recounts_its_coverage_without_making_a_search_wait(monkeypatch, health_cache):
-    from search import health
+    from search.indexing import health
 
     monkeypatch.setattr(health, "LARGE_INDEX", 1)  # as if it held more than 2,000 records
     monkeypatch.setattr(health, "HEALTH_TTL_SECONDS", 0.0)
@@ -942,7 +941,7 @@ def test_a_recount_that_never_came_back_leaves_no_figure_stale_for_long(monkeypa
     itself, and a recount lost for that long is started again."""
     import time as clock
 
-    from search import health
+    from search.indexing import health
 
     monkeypatch.setattr(health, "LARGE_INDEX", 1)
     import_records(jsonl(*CORPUS[:3]).splitlines())

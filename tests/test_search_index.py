@@ -187,7 +187,7 @@ def test_the_search_vector_and_short_columns_stay_in_the_row(product):
 
 
 def filter_tokens(key: str) -> list[str]:
-    """The record's kind, status and severity tokens in search_markers (search.sql.FILTER_PREFIXES)."""
+    """The record's kind, status and severity tokens in search_markers (search.indexing.sql.FILTER_PREFIXES)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT array(SELECT lexeme FROM unnest(search_markers) WHERE lexeme ~ '^~[ktv]' ORDER BY lexeme) "
@@ -216,7 +216,7 @@ def test_a_filter_on_kind_status_and_severity_is_a_condition_on_the_words_index(
     """The filter tokens live in the GIN index with the words, so a filtered
     match set is narrowed inside that index, not ANDed with a B-tree's."""
     from search.contract import SearchRequest
-    from search.scope import build_scope
+    from search.query.scope import build_scope
 
     Bug.objects.create(key="BUG-1", product=product, title="Spinner forever", severity="high")
     scope = build_scope(SearchRequest(query="spinner", entities=["bug"], severity=["high", "critical"]), None)

@@ -12,8 +12,8 @@ import pytest
 from django.http import QueryDict
 
 from search import service
-from search.budget import tokens
 from search.contract import NotFound, SearchError
+from search.contract.budget import tokens
 
 from .conftest import TRAMLINE, jsonl
 

@@ -23,7 +23,7 @@ from django.test import Client
 
 from backlog.services import import_records
 from search import service
-from search.indexing import embed_pending
+from search.indexing.vectors import embed_pending
 
 from .conftest import TRAMLINE, jsonl, seeing_all_products
 
@@ -397,7 +397,7 @@ def test_the_pages_have_an_icon_and_favicon_ico_leads_to_it(client, as_alice, co
 def test_the_dashboard_says_when_the_embedding_worker_has_stopped(as_alice, corpus, state, said):
     from django.utils import timezone
 
-    from search.health import EMBEDDING_WORKER
+    from search.indexing.health import EMBEDDING_WORKER
     from search.models import Worker
 
     Worker.objects.create(name=EMBEDDING_WORKER, state=state, heartbeat_at=timezone.now())

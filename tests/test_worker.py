@@ -1,4 +1,4 @@
-"""The supervisor of serve's embedding worker (search/worker.py), with real child processes."""
+"""The supervisor of serve's embedding worker (search/indexing/worker.py), with real child processes."""
 
 import os
 import sys
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from search.indexing.worker import WORKER_NICENESS, Supervisor
 from search.models import Worker, WorkerState
-from search.worker import WORKER_NICENESS, Supervisor
 
 
 @pytest.mark.django_db(transaction=True)  # the supervisor writes its row from a thread of its own

@@ -148,8 +148,9 @@ class TestRail(Connector):
     def _cases(self, params: dict) -> Iterator[list[dict]]:
         for suite in self.suites():
             scope = {"suite_id": suite} if suite is not None else {}
-            yield from self._listing(f"get_cases/{self.project_id}", "cases",
-                                     {**scope, **params, "limit": PAGE_SIZE, "offset": 0})
+            yield from self._listing(
+                f"get_cases/{self.project_id}", "cases", {**scope, **params, "limit": PAGE_SIZE, "offset": 0}
+            )
 
     def changed(self, since: datetime | None) -> Iterator[Page]:
         started = monotonic()
@@ -199,10 +200,12 @@ class TestRail(Connector):
         section = self._section(case)
         feature = None
         if section is not None:
-            feature = FeatureRef(f"section:{section['id']}", str(section.get("name") or "section"),
-                                 str(section.get("description") or ""))
-        return Mapped(kind="test", upstream_id=str(case["id"]), record=common.drop_none(record), updated=updated,
-                      feature=feature)
+            feature = FeatureRef(
+                f"section:{section['id']}", str(section.get("name") or "section"), str(section.get("description") or "")
+            )
+        return Mapped(
+            kind="test", upstream_id=str(case["id"]), record=common.drop_none(record), updated=updated, feature=feature
+        )
 
     def _section(self, case: dict) -> dict | None:
         """The case's section, from get_sections read once a sync for each suite
@@ -242,8 +245,12 @@ def _description(case: dict) -> str:
     """What a case says besides its steps: preconditions, the mission and goals
     of an exploratory session, the expected result of a text case, references."""
     parts = []
-    for label, name in (("Preconditions", "custom_preconds"), ("Mission", "custom_mission"),
-                        ("Goals", "custom_goals"), ("Expected result", "custom_expected")):
+    for label, name in (
+        ("Preconditions", "custom_preconds"),
+        ("Mission", "custom_mission"),
+        ("Goals", "custom_goals"),
+        ("Expected result", "custom_expected"),
+    ):
         if text := _text(case.get(name)):
             parts.append(f"{label}:\n{text}")
     if refs := _text(case.get("refs")):

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.db import migrations
 
-# The SQL as it was when this migration was written (search.sql changes; history must not).
+# The SQL as it was when this migration was written (search.indexing.sql changes; history must not).
 SQL = Path(__file__).parent / "sql"
 
 

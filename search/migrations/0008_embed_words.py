@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-    """The embedded text changed (search.embeddings.document_text: no links or
+    """The embedded text changed (search.indexing.embeddings.document_text: no links or
     markup, camel case split): mark every vector stale so the embedding
     worker redoes them. The old vectors serve until then."""
 

@@ -1,7 +1,7 @@
 """Sample-bucket and month tokens, short columns kept in the row, a better HNSW graph.
 
 - search_markers: a sample bucket and the month of updated_at per record
-  (search.sql._markers), in a tsvector beside search_vector and in the same
+  (search.indexing.sql._markers), in a tsvector beside search_vector and in the same
   GIN index, with which broad queries estimate totals and find their most
   recent matches through the index. In a column of its own so that ranking
   never sees them (in search_vector they lengthened every document by two
@@ -32,7 +32,7 @@ import django.db.models
 import pgvector.django.indexes
 from django.db import migrations
 
-# The SQL as it was when this migration was written (search.sql changes; history must not).
+# The SQL as it was when this migration was written (search.indexing.sql changes; history must not).
 SQL = Path(__file__).parent / "sql"
 
 SHORT_COLUMNS = [

@@ -1,12 +1,12 @@
 """Filter tokens in search_markers: the record's kind, status and severity.
 
 A filter on them becomes a condition on the GIN index the words use
-(search.sql, search.scope), so the index hands over only the matches the
+(search.indexing.sql, search.query.scope), so the index hands over only the matches the
 filters keep instead of ANDing its bitmap with a B-tree's. The triggers are
 replaced and the stored rows gain their tokens in one UPDATE of
 search_markers, from the row's own kind, status and severity columns: no
 text is parsed again and embeddings stay valid (content_hash does not
-change). ANALYZE gives the planner and search.statistics the tokens'
+change). ANALYZE gives the planner and search.ranking.statistics the tokens'
 frequencies.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from django.db import migrations
 
-# The SQL as it was when this migration was written (search.sql changes; history must not).
+# The SQL as it was when this migration was written (search.indexing.sql changes; history must not).
 SQL = Path(__file__).parent / "sql"
 
 # The tokens of a stored row, from its own columns, as the triggers make them.

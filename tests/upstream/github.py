@@ -760,7 +760,8 @@ SEAMONKEY = [
     ),
     (
         "ChatZilla crashes SeaMonkey when a DCC file transfer is cancelled",
-        "Start a DCC SEND and cancel it from the other side: SeaMonkey crashes. bp-0c4b2a55-9e3f-4d8a-b1f0-77aa20260111",
+        "Start a DCC SEND and cancel it from the other side: SeaMonkey crashes. "
+        "bp-0c4b2a55-9e3f-4d8a-b1f0-77aa20260111",
         ["bug", "area: chatzilla", "severity: critical", "crash"],
         "open",
         None,

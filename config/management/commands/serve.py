@@ -87,8 +87,8 @@ class Command(BaseCommand):
     def inner_run(self, addrport: str, embed: bool, server: str, mcp_port: int):
         from django.db import connections
 
-        from search.health import EMBEDDING_WORKER
-        from search.worker import WORKER_NICENESS, Supervisor, die_with_parent
+        from search.indexing.health import EMBEDDING_WORKER
+        from search.indexing.worker import WORKER_NICENESS, Supervisor, die_with_parent
 
         # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
         # Ctrl-C: the children are stopped and the embedded database detached.
@@ -103,7 +103,7 @@ class Command(BaseCommand):
         helpers = []
         if embed:
             # Each runs beside the server, is started again when it dies
-            # (search/worker.py), and stops with the server.
+            # (search/indexing/worker.py), and stops with the server.
             worker = [sys.executable, manage, "embed", "--watch", "--no-progress"]
             helpers.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS))
         # Saved searches' webhooks: a round every SAVED_SEARCH_NOTIFY_SECONDS, never in a request.

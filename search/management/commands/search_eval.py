@@ -8,7 +8,7 @@ at the end unless --keep-db: the user's data is never read or changed, and
 two runs at the same time do not meet. --from-links reads the database in
 use as it is, and writes nothing: its linked bugs are the queries
 (search.evaluation.judged_set_from_links). The metrics and the runner are in
-search/evaluation.py.
+search/evaluation/__init__.py.
 """
 
 import json
@@ -26,10 +26,8 @@ from pydantic import ValidationError
 from backlog.management.commands._progress import progress_bars
 from backlog.models import Product
 from backlog.services import import_records
-from search import db, pipeline
+from search import db
 from search.contract import SearchError, SearchRequest, SimilarRequest
-from search.duplicates import DraftPlan
-from search.engine import search
 from search.evaluation import (
     DEPTH,
     DUPLICATE_FORMULAS,
@@ -43,8 +41,11 @@ from search.evaluation import (
     judged_set_from_links,
     load_judged_set,
 )
-from search.scope import Filters, build_scope, leaving_out
-from search.similar import similar
+from search.operations.duplicates import DraftPlan
+from search.operations.search import search
+from search.operations.similar import similar
+from search.query.scope import Filters, build_scope, leaving_out
+from search.ranking import pipeline
 
 MODES = ("keyword", "semantic", "hybrid")
 DATABASE_PREFIX = "search_eval"
@@ -161,7 +162,7 @@ class Command(BaseCommand):
                 shown = "\n".join(str(problem) for problem in imported.problems[:PROBLEMS_SHOWN])
                 raise CommandError(f"records.jsonl: {len(imported.problems)} problem(s), nothing imported:\n{shown}")
             if {"semantic", "hybrid"} & set(modes):
-                from search.indexing import embed_pending  # loads the embedding model: only when needed
+                from search.indexing.vectors import embed_pending  # loads the embedding model: only when needed
 
                 embed_pending(progress=bars)
             # Fresh statistics before the first query, whatever the set's size: ranking

@@ -1,0 +1,192 @@
+"""`check_duplicates`: the bugs a draft most likely duplicates, before it is filed.
+
+The draft is ranked as `similar` ranks a stored bug (search.operations.similar; both
+over search.ranking.pipeline),
+from text that is not in the database: the keyword arm ORs the draft's title
+words with the rarest words of the rest of its text that some bug shares;
+the semantic arm is the draft's own vector, embedded as a stored bug's text
+is (its title, then description, actual and expected result, steps and
+environment); reciprocal rank fusion and the documented boosts order them.
+Nothing is written: the draft is read, ranked and forgotten.
+
+Each returned bug says why it came up (the draft's words it shares, the
+cosine similarity of the two texts) and how likely it is a duplicate:
+`confidence`, 0-1, and its band. docs/duplicates.md has the formula, the
+bands and what they were measured to mean on the judged sets.
+"""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+
+from search import db
+from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
+from search.indexing.embeddings import active_model_id, document_text
+from search.indexing.health import index_health
+from search.query.scope import Filters, Scope, build_scope
+from search.ranking import fusion, more_like_this, pipeline, semantic, statistics
+from search.ranking.rows import ArmResult
+
+# The draft's text the model reads: about 90 tokens of its 256 (docs/duplicates.md: the
+# model's time is most of a check's, and what a report says first says most of it).
+EMBED_CHARS = 400
+# Drafts' embeddings, beside the request's thread (a model call touches no database).
+_EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="draft-embedding")
+SHARED_WORDS_SHOWN = 8
+
+
+def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
+    products = (request.product,) if request.product else ()
+    scope = build_scope(Filters(entities=("bug",), products=products, feature=request.feature), user)
+    plan = DraftPlan(request.title, request.body(), request.mode, settings.SEARCH_ARM_DEPTH)
+    ranking = pipeline.rank(plan, scope)
+    page = ranking.order()[: request.limit]
+    return DuplicateCheckResponse(
+        mode=ranking.mode,
+        results=_explained(page, plan, ranking, request.include_scores),
+        degraded=ranking.degraded,
+    )
+
+
+class DraftPlan(pipeline.Plan):
+    """A draft's ranking, as `similar` ranks a stored bug: its more-like-this
+    OR query and its own vector (embedded beside the request's thread while
+    the database ranks its words), fused, a bug with the draft's very title
+    boosted. No feedback pass and no per-query arm weights, unlike search():
+    on the duplicate task (docs/duplicates.md) neither helped a draft.
+
+    `shared_by`: see more_like_this.terms (2 when the draft is a stored record
+    the scope leaves out, as search_eval asks). After `start`, `terms` holds the
+    keyword query's terms, most telling (rarest) first, `idf` each one's idf and
+    `in_title` the tsqueries of the draft's title words: what explains a candidate."""
+
+    def __init__(self, title: str, body: str, mode: str, depth: int, shared_by: int = 1):
+        self.title, self.body, self.mode, self.depth, self.shared_by = title, body, mode, depth, shared_by
+        self.boost_title = title
+        self.embedding = None
+
+    def semantic_unavailable(self, scope: Scope) -> str | None:
+        return pipeline.no_vectors_reason(index_health(scope.products).embedded)
+
+    def start(self, mode: str, scope: Scope) -> None:
+        if mode != "keyword":
+            # The model reads the draft while the database ranks its words.
+            text = document_text(self.title, self.body)[:EMBED_CHARS]
+            self.embedding = _EMBEDDER.submit(semantic.query_vector, text)
+        self.parsed, (self.n, self.df), self.in_title = more_like_this.terms(
+            self.title, self.body, scope.products, self.shared_by
+        )
+        self.terms = sorted(self.parsed.terms, key=lambda t: self.df[t.tsquery])
+        self.idf = {t.tsquery: statistics.idf(self.n, self.df[t.tsquery]) for t in self.terms}
+
+    def keyword_arm(self, scope: Scope) -> ArmResult | None:
+        return more_like_this.arm(self.parsed, scope, self.depth, self.n, self.df) if self.terms else None
+
+    def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
+        return semantic.for_vector(self.embedding.result(), scope, depth, keyword_result)
+
+
+# -- why, and how likely ------------------------------------------------------------------------
+
+
+def _explained(page: list[fusion.Candidate], plan: DraftPlan, ranking: pipeline.Ranking, include_scores: bool):
+    if not page:
+        return []
+    vector = ranking.semantic.vector if ranking.semantic else None
+    rows = _page_rows([c.id for c in page], [t.tsquery for t in plan.terms], vector)
+    wanted = fusion.normalize_title(plan.title)
+    title_idf = sum(plan.idf[t.tsquery] for t in plan.terms if t.tsquery in plan.in_title) or 1.0
+    results = []
+    ceiling = 1.0  # the confidence of the candidate ranked above: none shows more (see below)
+    for candidate in page:
+        row = rows.get(candidate.id)
+        if row is None:  # deleted since it was ranked
+            continue
+        shared = [t for t in plan.terms if t.tsquery in row["shared"]]
+        in_title = sum(
+            plan.idf[t.tsquery] for t in shared if t.tsquery in plan.in_title and t.tsquery in row["title_shared"]
+        )
+        same_title = fusion.normalize_title(row["title"]) == wanted
+        similarity = row["similarity"]
+        # Show what ranks: a reporter reads the list top down, so a candidate never
+        # shows more confidence (nor a higher band) than the one ranked above it;
+        # its evidence (`why`) is its own.
+        confidence = ceiling = min(_confidence(similarity, in_title / title_idf, same_title), ceiling)
+        results.append(
+            DuplicateCandidate(
+                kind="bug",
+                key=row["key"],
+                id=row["record_id"],
+                title=row["title"],
+                product=row["product"],
+                feature=row["feature"],
+                status=row["status"],
+                severity=row["severity"],
+                created_at=row["created_at"],
+                duplicate_of=row["duplicate_of"],
+                rank=len(results) + 1,
+                confidence=round(confidence, 3),
+                band=band(confidence),
+                why=DuplicateWhy(
+                    shared_words=list(dict.fromkeys(t.text.lower() for t in shared))[:SHARED_WORDS_SHOWN],
+                    semantic_similarity=None if similarity is None else round(similarity, 3),
+                    same_title=same_title,
+                ),
+                scores=fusion.score_detail(candidate) if include_scores else None,
+            )
+        )
+    return results
+
+
+def _confidence(similarity: float | None, title_overlap: float, same_title: bool) -> float:
+    """0-1 from the two kinds of evidence (docs/duplicates.md): the cosine
+    similarity of the texts and the idf-weighted share of the draft's title
+    words in the bug's title."""
+    if same_title:
+        return 1.0
+    if similarity is None:
+        return title_overlap
+    semantic_part = min(max((similarity - 0.3) / 0.6, 0.0), 1.0)
+    return 1 - math.sqrt((1 - semantic_part) * (1 - title_overlap))
+
+
+# Measured on the judged sets (docs/duplicates.md): the share of labelled
+# duplicates falls from band to band on each of them.
+BANDS = (("high", 0.7), ("medium", 0.45))
+
+
+def band(confidence: float) -> str:
+    return next((name for name, floor in BANDS if confidence >= floor), "low")
+
+
+def _page_rows(ids: list[int], terms: list[str], vector) -> dict[int, dict]:
+    """The page's bugs: their fields, which of the draft's terms each has (in
+    all its text and in its title) and its cosine similarity to the draft, in
+    one statement."""
+    literal = None if vector is None else semantic.vector_literal(vector)
+    with db.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT d.id, d.record_id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, m.key,
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
+                         WHERE ts_filter(d.search_vector, '{a}') @@ t::tsquery),
+                   CASE WHEN %(vector)s::text IS NOT NULL AND d.embedding_model = %(model)s
+                        THEN 1 - (d.embedding <=> %(vector)s::halfvec) END
+            FROM search_document d
+            LEFT JOIN backlog_product p ON p.id = d.product_id
+            LEFT JOIN backlog_feature f ON f.id = d.feature_id
+            LEFT JOIN backlog_bug b ON d.kind = 'bug' AND b.id = d.record_id
+            LEFT JOIN backlog_bug m ON m.id = b.duplicate_of_id
+            WHERE d.id = ANY(%(ids)s)
+            """,
+            {"ids": ids, "terms": terms, "vector": literal, "model": active_model_id()},
+        )
+        columns = (
+            "record_id key title product feature status severity created_at duplicate_of shared title_shared similarity"
+        ).split()
+        rows = {row[0]: dict(zip(columns, row[1:], strict=True)) for row in cursor.fetchall()}
+    for row in rows.values():
+        row["shared"], row["title_shared"] = set(row["shared"]), set(row["title_shared"])
+    return rows

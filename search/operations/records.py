@@ -1,0 +1,151 @@
+"""`get` and `timeline`: records read by key, through the search index.
+
+Both read `search_document` with the ORM, cut to what the user may see by
+`backlog.access.visible` (the rule's ORM form; search.query.scope holds its SQL
+form for ranking), so they show nothing a search would not.
+"""
+
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Window
+from django.db.models.functions import Upper
+
+from backlog.access import visible
+from backlog.models import Bug, Feature, Product
+from search.contract import (
+    RELATED_MAX,
+    GetRequest,
+    GetResponse,
+    NotFound,
+    Record,
+    RecordRef,
+    Related,
+    TimelineRequest,
+    TimelineResponse,
+    budget,
+)
+from search.models import Document
+from search.operations import snippets
+
+REF_FIELDS = ("kind", "key", "title", "status", "severity", "created_at", "updated_at")
+
+
+def _documents(user) -> QuerySet:
+    """The index rows `user` may see, with their product's and feature's keys."""
+    return visible(Document.objects.all(), user).annotate(
+        product_key=Subquery(Product.objects.filter(id=OuterRef("product_id")).values("key")),
+        feature_key=Subquery(Feature.objects.filter(id=OuterRef("feature_id")).values("key")),
+        upper_key=Upper("key"),
+    )
+
+
+def _ref(row: dict) -> RecordRef:
+    return RecordRef(**{name: row[name] for name in REF_FIELDS})
+
+
+def get(request: GetRequest, user) -> GetResponse:
+    wanted = list(dict.fromkeys(request.keys))
+    fields = ("id", *REF_FIELDS, "record_id", "product_id", "feature_id", "product_key", "feature_key")
+    rows = {
+        row["key"].upper(): row
+        for row in _documents(user).filter(upper_key__in=[k.upper() for k in wanted]).values(*fields)
+    }
+    found = [rows[k.upper()] for k in wanted if k.upper() in rows]
+    contents = snippets.page_documents([row["id"] for row in found]) if request.include_content and found else {}
+    raw = {}
+    if request.include_content:
+        bug_ids = [row["record_id"] for row in found if row["kind"] == "bug"]
+        raw = dict(Bug.objects.filter(id__in=bug_ids).values_list("id", "raw_data")) if bug_ids else {}
+    records = [
+        Record(
+            **_ref(row).model_dump(),
+            id=row["record_id"],
+            product=row["product_key"] if row["kind"] != "product" else None,
+            feature=row["feature_key"],
+            content=contents[row["id"]].fields if row["id"] in contents else None,
+            raw_data=raw.get(row["record_id"]) if row["kind"] == "bug" else None,
+            related=_related(row, user) if request.include_related else None,
+        )
+        for row in found
+    ]
+    missing = [k for k in wanted if k.upper() not in rows]
+
+    def answer(given: int) -> GetResponse:
+        omitted = [record.key for record in records[given:]] or None
+        return GetResponse(records=records[:given], missing=missing, omitted=omitted)
+
+    if request.max_tokens is None:
+        return answer(len(records))
+    return budget.fit(answer, len(records), request.max_tokens, "record")
+
+
+def _relations(row: dict) -> dict[str, Q]:
+    """Each relation of the record in `row`, as a condition on index rows."""
+    record_id, product_id, feature_id = row["record_id"], row["product_id"], row["feature_id"]
+    product = Q(kind="product", record_id=product_id)
+    feature = Q(kind="feature", record_id=feature_id)
+    return {
+        "bug": {
+            "product": product,
+            "feature": feature,
+            "test": Q(kind="test", record_id__in=Bug.objects.filter(id=record_id).values("test_id")),
+            "duplicate_of": Q(kind="bug", record_id__in=Bug.objects.filter(id=record_id).values("duplicate_of_id")),
+            "duplicates": Q(kind="bug", record_id__in=Bug.objects.filter(duplicate_of_id=record_id).values("id")),
+        },
+        "test": {
+            "product": product,
+            "feature": feature,
+            "bugs": Q(kind="bug", record_id__in=Bug.objects.filter(test_id=record_id).values("id")),
+        },
+        "feature": {
+            "product": product,
+            "tests": Q(kind="test", feature_id=record_id),
+            "open_bugs": Q(kind="bug", feature_id=record_id, status="open"),
+            "bugs": Q(kind="bug", feature_id=record_id),
+        },
+        "product": {
+            "features": Q(kind="feature", product_id=record_id),
+            "tests": Q(kind="test", product_id=record_id),
+            "open_bugs": Q(kind="bug", product_id=record_id, status="open"),
+        },
+    }[row["kind"]]
+
+
+def _related(row: dict, user) -> dict[str, Related]:
+    """Each relation as its total and newest RELATED_MAX records, one query each."""
+    related = {}
+    for name, condition in _relations(row).items():
+        if name == "feature" and row["feature_id"] is None:
+            related[name] = Related(total=0, items=[])
+            continue
+        items = list(
+            visible(Document.objects.filter(condition), user)
+            .annotate(total=Window(Count("id")))
+            .order_by("-created_at", "-id")
+            .values(*REF_FIELDS, "total")[:RELATED_MAX]
+        )
+        related[name] = Related(total=items[0]["total"] if items else 0, items=[_ref(item) for item in items])
+    return related
+
+
+def timeline(request: TimelineRequest, user) -> TimelineResponse:
+    fields = ("id", *REF_FIELDS, "product_id", "feature_id", "product_key", "feature_key")
+    row = _documents(user).filter(upper_key=request.key.upper()).values(*fields).first()
+    if row is None:
+        raise NotFound.no_record(request.key)
+    within = request.within if row["feature_id"] is not None else "product"
+    if within == "feature":
+        neighbours, scope_key = Document.objects.filter(feature_id=row["feature_id"]), row["feature_key"]
+    else:
+        neighbours, scope_key = Document.objects.filter(product_id=row["product_id"]), row["product_key"]
+    if request.entities:
+        neighbours = neighbours.filter(kind__in=request.entities)
+    neighbours = visible(neighbours, user).values(*REF_FIELDS)
+    created, doc_id = row["created_at"], row["id"]
+    earlier = Q(created_at__lt=created) | Q(created_at=created, id__lt=doc_id)
+    later = Q(created_at__gt=created) | Q(created_at=created, id__gt=doc_id)
+    return TimelineResponse(
+        record=_ref(row),
+        within=within,
+        scope_key=scope_key,
+        before=[_ref(r) for r in neighbours.filter(earlier).order_by("-created_at", "-id")[: request.before]],
+        after=[_ref(r) for r in neighbours.filter(later).order_by("created_at", "id")[: request.after]],
+    )

@@ -1,0 +1,192 @@
+"""From what the user typed to PostgreSQL tsqueries.
+
+`simple` mode reads web-search syntax ("quoted phrase", `or`, `-exclusion`),
+like `websearch_to_tsquery`, but keeps each positive term apart so that the
+ranking can weigh rare terms above common ones, relax AND to OR when AND
+finds little, and treat the last word as a prefix (`checko` finds
+`checkout`) while the user is still typing. `raw` mode is PostgreSQL's
+tsquery syntax, checked by PostgreSQL itself.
+
+PostgreSQL does the stemming and stop words: every term is turned into a
+tsquery by `plainto_tsquery` / `phraseto_tsquery` / `to_tsquery` in one
+round trip, so the query uses exactly the dictionary that built the index,
+after the same word splitting (search_words, search_word_parts in sql.py).
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError
+
+from search import db
+from search.indexing.sql import TEXT_SEARCH_CONFIG
+
+CONFIG = TEXT_SEARCH_CONFIG
+_TOKEN = re.compile(r'-?"[^"]*"?|\S+')
+_PREFIXABLE = re.compile(r"^\w{2,}$")
+# What plainto_tsquery makes of one compound word (spotbugs-maven-plugin,
+# CVE-2019-20444) once split into words: its lexemes joined by AND.
+_COMPOUND = re.compile(r"^'(?:[^']|'')*'(?: & '(?:[^']|'')*')+$")
+_LEXEME = re.compile(r"'(?:[^']|'')*'")
+
+
+class QuerySyntaxError(ValueError):
+    """The query cannot be understood; the message says how to fix it."""
+
+
+@dataclass
+class Term:
+    text: str  # as typed, for display and typo correction
+    tsquery: str = ""  # as PostgreSQL normalized it; "" for a stop word
+    # The parts of a camel-case word (BouncyCastle: 'bounci' & 'castl'),
+    # which the index holds next to the whole word (search_word_parts).
+    parts: str = ""
+    # For the last word, read as a prefix too: the word alone, without the
+    # prefix ("" otherwise). See ParsedQuery.settle_prefix.
+    whole: str = ""
+
+    @property
+    def match(self) -> str:
+        """What a record must contain to match this term: its words, or,
+        for a camel-case word, the words it is made of (`BouncyCastle`
+        finds "Bouncy Castle")."""
+        return f"({self.tsquery}) | ({self.parts})" if self.parts else self.tsquery
+
+
+@dataclass
+class ParsedQuery:
+    text: str
+    # Positive terms grouped by `or`: [[a], [b, c]] means a AND (b OR c).
+    groups: list[list[Term]] = field(default_factory=list)
+    excluded: list[Term] = field(default_factory=list)
+    raw: str | None = None  # raw mode: the whole tsquery
+
+    @property
+    def terms(self) -> list[Term]:
+        return [term for group in self.groups for term in group if term.tsquery]
+
+    @property
+    def units(self) -> list[Term]:
+        """The terms that rank, each weighed by its own rarity: a compound
+        word counts as its lexemes (`spotbugs-maven-plugin` as spotbug,
+        maven and plugin; `BouncyCastle` as bouncycastl, bounci and castl),
+        so a record that says "spotbugs maven plugin" shares all three.
+        Matching all of a query (`all_of`) still needs every lexeme."""
+        units: dict[str, Term] = {}
+        for term in self.terms:
+            if _COMPOUND.match(term.tsquery) or term.parts:
+                for lexeme in _LEXEME.findall(term.tsquery) + _LEXEME.findall(term.parts):
+                    units.setdefault(lexeme, Term(text=term.text, tsquery=lexeme))
+            else:
+                units.setdefault(term.tsquery, term)
+        return list(units.values())
+
+    def settle_prefix(self, df: dict[str, float], enough: float) -> None:
+        """Read the last word as typed when, as a whole word, it already
+        matches `enough` records: its completions would only compete for
+        the places it fills, and a common prefix is costly to expand
+        (`fail:*` reads every word that starts with fail). A rarer word
+        stays a prefix too, so `checko` finds checkout."""
+        for term in self.terms:
+            if term.whole and df.get(term.whole, 0) >= enough:
+                term.tsquery, term.whole = term.whole, ""
+
+    def all_of(self) -> str:
+        """Every group must match (AND), none of the exclusions."""
+        if self.raw is not None:
+            return self.raw
+        parts = [_any(group) for group in self.groups]
+        parts = [part for part in parts if part]
+        parts += [f"!({term.tsquery})" for term in self.excluded if term.tsquery]
+        return " & ".join(f"({part})" for part in parts)
+
+    def any_of(self) -> str:
+        """Any positive term may match (OR), none of the exclusions."""
+        if self.raw is not None:
+            return self.raw
+        positive = _any(self.units)
+        if not positive:
+            return ""
+        excluded = [f"!({term.tsquery})" for term in self.excluded if term.tsquery]
+        return " & ".join([f"({positive})", *excluded])
+
+
+def _any(terms: list[Term]) -> str:
+    return " | ".join(f"({term.match})" for term in terms if term.tsquery)
+
+
+def parse(text: str, match_mode: str) -> ParsedQuery:
+    if match_mode == "raw":
+        return ParsedQuery(text=text, raw=_normalize_raw(text))
+    query = ParsedQuery(text=text)
+    tokens = _TOKEN.findall(text)
+    joined = False  # the previous token was `or`
+    last_positive: Term | None = None
+    last_kind = None
+    for position, token in enumerate(tokens):
+        if token.lower() == "or" and query.groups and position < len(tokens) - 1:
+            joined = True
+            continue
+        negative = token.startswith("-") and len(token) > 1
+        body = token[1:] if negative else token
+        phrase = body.startswith('"')
+        body = body.strip('"').strip()
+        if not body:
+            continue
+        term = Term(text=body)
+        if negative:
+            query.excluded.append(term)
+            last_positive = None
+            continue
+        if joined:
+            query.groups[-1].append(term)
+        else:
+            query.groups.append([term])
+        joined = False
+        last_positive, last_kind = term, ("phrase" if phrase else "word")
+    ends_in_space = text != text.rstrip()
+    _normalize(query, prefix=last_positive if last_kind == "word" and not ends_in_space else None)
+    return query
+
+
+def _normalize(query: ParsedQuery, prefix: Term | None) -> None:
+    """Let PostgreSQL turn each term into a tsquery (stemmed, stop words out)."""
+    terms = [term for group in query.groups for term in group] + query.excluded
+    if not terms:
+        return
+    expressions, params = [], []
+    for term in terms:
+        whole = "''"  # the word alone, when it is also read as a prefix
+        if term is prefix and _PREFIXABLE.match(term.text):
+            # The word as typed, and as a prefix: "checko" finds "checkout".
+            expressions.append(f"(plainto_tsquery('{CONFIG}', search_words(%s)) || to_tsquery('{CONFIG}', %s))::text")
+            params += [term.text, term.text.lower() + ":*"]
+            whole = f"plainto_tsquery('{CONFIG}', search_words(%s))::text"
+            params.append(term.text)
+        elif " " in term.text:
+            expressions.append(f"phraseto_tsquery('{CONFIG}', search_words(%s))::text")
+            params.append(term.text)
+        else:
+            expressions.append(f"plainto_tsquery('{CONFIG}', search_words(%s))::text")
+            params.append(term.text)
+        expressions.append(whole)
+        expressions.append(f"plainto_tsquery('{CONFIG}', search_word_parts(%s))::text")
+        params.append("" if " " in term.text else term.text)
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(expressions)}", params)
+        row = cursor.fetchone()
+        for position, term in enumerate(terms):
+            term.tsquery, term.whole, term.parts = row[3 * position : 3 * position + 3]
+
+
+def _normalize_raw(text: str) -> str:
+    try:
+        with db.atomic(), db.cursor() as cursor:
+            cursor.execute(f"SELECT to_tsquery('{CONFIG}', %s)::text", [text])
+            return cursor.fetchone()[0]
+    except DatabaseError as exc:
+        detail = str(exc).splitlines()[0]
+        raise QuerySyntaxError(
+            f"not a valid tsquery ({detail}). In raw mode use PostgreSQL tsquery syntax, like "
+            "renew & (android | ios) & !tablet, or send match_mode=simple for plain words."
+        ) from exc

@@ -1,0 +1,71 @@
+"""A query of fields alone (`severity:critical status:open`): the records its filters keep, newest first.
+
+No words rank anything and no meaning can be compared, so the answer is a
+listing of the scope, newest created first, in every mode and either sort:
+the `depth` newest records (a walk down the created_at index), counted and
+faceted exactly up to SEARCH_EXACT_LIMIT and from a uniform sample beyond
+(search.ranking.sampling over the kind tokens, which every record has), so a
+listing visits a bounded number of rows however many records the filters keep.
+"""
+
+from django.conf import settings
+
+from search import db
+from search.indexing.sql import tokens_for, tokens_tsquery
+from search.models import Kind
+from search.query.scope import Scope
+from search.ranking import facets, sampling, statistics
+from search.ranking.rows import ArmResult, best_rows_json, info_columns, info_params, parse_ranked, ranked_json
+
+# Every record has one of these: a listing's "match everything" for the sampler.
+ANY_KIND = tokens_tsquery(tokens_for("kind", Kind.values))
+
+
+def newest(scope: Scope, depth: int) -> ArmResult:
+    """The newest `depth` records of `scope`, newest first, with the count and facets of all of them.
+
+    Up to SEARCH_EXACT_LIMIT records, one pass over them counts, facets and
+    orders them. Past it the records are many (M of N), so a walk down the
+    created_at index meets the newest `depth` of them after about
+    depth * N / M rows (at most depth * N / EXACT_LIMIT): bitmap scans are
+    off for that statement, as the planner, misjudging how many records a
+    product or date keeps, would rather read every one of them and sort."""
+    cap = settings.SEARCH_EXACT_LIMIT
+    params = {**scope.params, **info_params(), "cap": cap, "depth": depth}
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH m AS MATERIALIZED (
+                SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity,
+                       extract(epoch FROM d.created_at)::float8 AS score
+                FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1
+            ), n AS (SELECT count(*) AS c FROM m)
+            SELECT (SELECT c FROM n),
+                   CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
+                   CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
+            """,
+            params,
+        )
+        count, facet_rows, rows = cursor.fetchone()
+    if count <= cap:
+        return ArmResult(_unscored(rows), count, True, facets.from_rows(facet_rows), "", parse_ranked(rows)[1])
+    with db.atomic(), db.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute(
+            f"""SELECT {ranked_json("r")} FROM (
+                    SELECT d.id, extract(epoch FROM d.created_at)::float8 AS score, {info_columns("d")}
+                    FROM search_document d WHERE {scope.where} ORDER BY d.created_at DESC, d.id LIMIT %(depth)s) r""",
+            params,
+        )
+        rows = cursor.fetchone()[0]
+    # No estimate of the records a product, feature or date keeps: the sample starts small and grows.
+    share = statistics.filter_share(scope)
+    n, _ = statistics.corpus(scope.products)
+    expected = max(cap + 1, n * share) if share is not None else n
+    total, counts, exact = sampling.sample_matches(ANY_KIND, scope, expected, column="search_markers")
+    return ArmResult(_unscored(rows), max(total, cap + 1), exact, counts, "", parse_ranked(rows)[1])
+
+
+def _unscored(rows) -> list[tuple[int, float]]:
+    """The ranked ids: the order is the answer, and a creation time is no score to show."""
+    return [(doc_id, 0.0) for doc_id, _ in parse_ranked(rows)[0]]

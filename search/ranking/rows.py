@@ -1,0 +1,92 @@
+"""What an arm returns: ranked rows, with what fusion needs of each.
+
+Every ranked row comes back with its RowInfo, read in the arm's own pass
+over the row: fusion, the boosts and sort=recent never visit the candidates
+a second time.
+"""
+
+from dataclasses import dataclass, field
+
+from search import db
+from search.indexing.embeddings import active_model_id
+
+
+@dataclass(frozen=True)
+class RowInfo:
+    updated: float  # epoch seconds
+    created: float
+    has_vector: bool  # a vector of the active embedding model
+    title: str
+
+
+@dataclass
+class ArmResult:
+    ranked: list[tuple[int, float]]  # (document id, score), best first
+    total: int
+    exact: bool
+    facets: dict[str, dict[str, int]]
+    query: str = ""  # the tsquery the match set was defined by
+    info: dict[int, RowInfo] = field(default_factory=dict)  # of the ranked rows
+    # Semantic arm in hybrid: its rows outside the keyword match set, by id:
+    # (kind, product id, status, severity), for the total and the facets.
+    outside_rows: dict[int, tuple] = field(default_factory=dict)
+    vector: object = None  # semantic arm: the query's vector
+
+
+def info_columns(alias: str) -> str:
+    """RowInfo's columns of search_document `alias`, for a ranked row's SELECT;
+    its one parameter comes from `info_params()`."""
+    return (
+        f"extract(epoch FROM {alias}.updated_at)::float8 AS info_updated, "
+        f"extract(epoch FROM {alias}.created_at)::float8 AS info_created, "
+        f"({alias}.embedding IS NOT NULL AND {alias}.embedding_model = %(active_model)s) AS info_vector, "
+        f"{alias}.title AS info_title"
+    )
+
+
+def info_params() -> dict:
+    return {"active_model": active_model_id()}
+
+
+def ranked_json(alias: str) -> str:
+    """The rows of `alias` (id, score and info_columns) as one JSON array, best first."""
+    return (
+        f"json_agg(json_build_array({alias}.id, {alias}.score, {alias}.info_updated, {alias}.info_created, "
+        f"{alias}.info_vector, {alias}.info_title) ORDER BY {alias}.score DESC, {alias}.id)"
+    )
+
+
+def best_rows_json(source: str) -> str:
+    """ranked_json of the best %(depth)s rows of `source` (columns id, tid, score).
+    RowInfo is read for those rows only, through their ctid (a TID join:
+    the same snapshot, the same tuples): carrying it for every match
+    through the ranking costs more. The id is checked too: a ctid names a
+    tuple of one table, and on Citus each shard is a table of its own, so
+    the same ctid names a row in every shard."""
+    return (
+        f"SELECT {ranked_json('r')} FROM (SELECT t.id, t.score, {info_columns('d')} "
+        f"FROM (SELECT * FROM {source} ORDER BY score DESC, id LIMIT %(depth)s) t "
+        "JOIN search_document d ON d.ctid = t.tid AND d.id = t.id) r"
+    )
+
+
+def parse_ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:
+    """(id, score) pairs and RowInfo from ranked_json's array."""
+    pairs, info = [], {}
+    for pk, score, updated, created, has_vector, title in rows or []:
+        pairs.append((int(pk), float(score)))
+        info[int(pk)] = RowInfo(float(updated), float(created), has_vector, title)
+    return pairs, info
+
+
+def row_info(ids) -> dict[int, RowInfo]:
+    """RowInfo of rows no arm ranked (a key match, a typo fallback's titles)."""
+    if not ids:
+        return {}
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {ranked_json('r')} FROM (SELECT d.id, 0 AS score, {info_columns('d')} "
+            "FROM search_document d WHERE d.id = ANY(%(ids)s)) r",
+            {"ids": list(ids), **info_params()},
+        )
+        return parse_ranked(cursor.fetchone()[0])[1]

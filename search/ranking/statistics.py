@@ -1,0 +1,219 @@
+"""Corpus statistics for the keyword arm: N, document frequencies, idf, recent months.
+
+Document frequencies of common lexemes come from PostgreSQL's own column
+statistics (pg_stats.most_common_elems, kept by ANALYZE); the rest are rare
+by definition and are counted exactly through the GIN index, capped.
+
+For a user who sees only some products, everything is counted over those
+products' records, never read from the column statistics (which count every
+record): a score, a plan or a spelling correction never depends on records
+the user cannot see. docs/benchmarks.md measures what the counting costs.
+"""
+
+import math
+import re
+import time
+from collections.abc import Sequence
+
+from django.conf import settings
+
+from search import db
+from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
+from search.query.parse import ParsedQuery
+from search.query.scope import Scope
+
+# Per database alias (search.db): a replica's statistics may trail the primary's.
+# alias -> {"at": when read, "n": N, "freq": lexeme -> fraction}
+_stats_cache: dict[str, dict] = {}
+# (alias, products) -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
+_scoped_n: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
+CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
+CACHE_SECONDS = 30
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
+    """(N, lexeme -> fraction of documents) from the planner's statistics; for
+    some `products` only, (their N counted, no fractions)."""
+    alias = db.alias()
+    if products is not None:
+        key = (alias, tuple(products))
+        at, n = _scoped_n.get(key, (0.0, 0.0))
+        if time.monotonic() - at >= CACHE_SECONDS:
+            with db.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM search_document WHERE product_id = ANY(%s)", [list(products)])
+                n = float(max(cursor.fetchone()[0], 1))
+            if n >= CACHED_FROM:
+                _scoped_n[key] = (time.monotonic(), n)
+        return n, {}
+    cached = _stats_cache.get(alias)
+    if cached and time.monotonic() - cached["at"] < CACHE_SECONDS:
+        return cached["n"], cached["freq"]
+    with db.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
+        reltuples = cursor.fetchone()[0]
+        if reltuples is None or reltuples < CACHED_FROM:
+            cursor.execute("SELECT count(*) FROM search_document")
+            counted = cursor.fetchone()[0]
+            if counted != reltuples:
+                # The column statistics describe other rows (analyzed before
+                # the last writes, or never): a small corpus counts its words too.
+                return float(max(counted, 1)), {}
+        # Words of search_vector and tokens of search_markers ("~" first: no word is one).
+        cursor.execute(
+            "SELECT most_common_elems::text, most_common_elem_freqs FROM pg_stats "
+            "WHERE tablename = 'search_document' AND attname IN ('search_vector', 'search_markers')"
+        )
+        rows = cursor.fetchall()
+    freq = {}
+    for elements, freqs in rows:
+        if elements:
+            freq.update({e.strip('"'): f for e, f in zip(elements.strip("{}").split(","), freqs, strict=False)})
+    # Only cache for a large corpus; a small one is counted every time, cheaply.
+    if reltuples >= CACHED_FROM:
+        _stats_cache[alias] = {"at": time.monotonic(), "n": float(reltuples), "freq": freq}
+    return float(max(reltuples, 1)), freq
+
+
+def recent_months(fraction: float, products: Sequence[int] | None = None) -> tuple[str, float] | None:
+    """The newest months of updated_at that together hold at least
+    `fraction` of all records, from the column statistics of the month
+    tokens (sql.MONTH_PREFIX): the oldest of them (YYYYMM) and the fraction
+    they hold. None when that would be most records anyway, or when the
+    statistics do not know the months (a small or unanalyzed corpus, cheap
+    to read in full, or the records of some `products` only)."""
+    if fraction >= 0.5 or products is not None:
+        return None
+    _, freq = corpus()
+    months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
+    covered = 0.0
+    for month, share in months:
+        covered += share
+        if covered >= fraction:
+            return month, covered
+    return None
+
+
+def filter_share(scope: Scope) -> float | None:
+    """The share of the records `scope`'s filters keep, estimated from the
+    column statistics of their tokens (search.indexing.sql.FILTER_PREFIXES; filters
+    taken as independent of each other); None when that cannot be said: a
+    filter that is not a token (a feature, a date, a product), or a user
+    who sees only some products, whose plans may not depend on the others'
+    records (the statistics count every record). A token too rare for the
+    statistics counts as none (an exact plan then)."""
+    if scope.untokened or scope.products is not None:
+        return None
+    if not scope.token_groups:
+        return 1.0
+    _, freq = corpus()
+    if not freq:  # a small or unanalyzed corpus: cheap whatever the plan
+        return None
+    share = 1.0
+    for group in scope.token_groups:
+        share *= min(1.0, sum(freq.get(token, 0.0) for token in group))
+    return share
+
+
+# The month tokens from %(since)s (YYYYMM) to the newest record's month, as
+# one tsquery: months too rare for the statistics count as well.
+MONTHS_SINCE_SQL = (
+    "(SELECT string_agg(quote_literal(%(month_prefix)s || to_char(m, 'YYYYMM')), ' | ')::tsquery "
+    "FROM generate_series(to_date(%(since)s, 'YYYYMM'), "
+    "(SELECT max(updated_at) AT TIME ZONE 'UTC' FROM search_document), interval '1 month') AS m)"
+)
+
+
+def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
+    """N, and the df of each term's tsquery: from the column statistics when
+    PostgreSQL keeps them for its lexeme, else counted (capped: past the cap
+    a term is common, and its idf small and flat anyway). Over the records
+    of `products` when given (None: all)."""
+    n, freq = corpus(products)
+    df: dict[str, float] = {}
+    to_count = []
+    for q in set(tsqueries):
+        lexemes = _LEXEME.findall(q)
+        if len(set(lexemes)) == 1 and lexemes[0] in freq:
+            # A word, or a word and its prefix. Rounded to whole documents:
+            # the statistics keep fractions as float4, and a df read from them
+            # must equal the same df counted (a small corpus, just analyzed,
+            # is counted when its statistics go stale), not differ in its
+            # eighth digit and move a score with autovacuum.
+            df[q] = float(max(round(freq[lexemes[0]] * n), 1))
+        else:
+            to_count.append(q)
+    if to_count and products is not None:
+        # Every word is counted here, common ones too: those a sample finds
+        # common are estimated from it, the rest counted exactly (capped).
+        df.update(common := _sampled(to_count, products, n))
+        to_count = [q for q in to_count if q not in common]
+    if to_count:  # rare words: through the GIN index, one statement
+        within = "" if products is None else "AND product_id = ANY(%(products)s) "
+        counted = _count_each(
+            to_count,
+            f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
+            "LIMIT %(cap)s) s",
+            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products or ())},
+        )
+        df.update({q: float(count) for q, count in counted.items()})
+    return n, df
+
+
+def _count_each(tsqueries: list[str], count_sql: str, params: dict) -> dict[str, int]:
+    """`count_sql` (a count with `{q}` where the tsquery goes) for each of
+    `tsqueries`, in one statement. Each tsquery is written out in its own
+    subquery, so the planner weighs each word by its own frequency; and no
+    subquery refers to an outer row, which Citus cannot run on a
+    distributed table (docs/scaling.md)."""
+    parts = [f"SELECT {i}, ({count_sql.format(q=f'%(q{i})s')})" for i in range(len(tsqueries))]
+    with db.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), {**params, **{f"q{i}": q for i, q in enumerate(tsqueries)}})
+        return {tsqueries[i]: count for i, count in cursor.fetchall()}
+
+
+SAMPLED_DOCUMENTS = 2000
+
+
+def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str, float]:
+    """The df of those of `tsqueries` that are common (over the cap) among
+    the records of `products` (N of them), estimated from the records of the
+    first few sample buckets (search.indexing.sql: a hash of each record's own id, so
+    the sample is the same whatever other products hold). Counting a common
+    word exactly reads much of the table, and a capped count would put every
+    common word at the cap, where the keyword arm's plans cannot tell them apart."""
+    buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
+    counted = _count_each(
+        tsqueries,
+        "SELECT count(*) FROM search_document WHERE search_vector @@ {q}::tsquery "
+        "AND search_markers @@ %(buckets)s::tsquery AND product_id = ANY(%(products)s)",
+        {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
+    )
+    scale = SAMPLE_BUCKETS / buckets
+    return {q: count * scale for q, count in counted.items() if count * scale > settings.SEARCH_EXACT_LIMIT}
+
+
+def idf(n: float, df: float) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]]:
+    """N and the document frequency of each term (the whole tsquery in raw
+    mode), over the records the user may see (scope.products). Settles whether the last word is also a
+    prefix (ParsedQuery.settle_prefix) on the way: a word that fills the
+    keyword arm's candidate list by itself is taken as typed: counted over
+    the records the user may see, and scaled by the share of them the
+    filters keep when that is known (filter_share); under other filters
+    (a feature, dates, a product) the counts say too little of the records
+    in scope, and the word stays a prefix."""
+    if parsed.raw is not None:
+        return document_frequencies([parsed.raw] if parsed.raw else [], scope.products)
+    terms = parsed.terms + parsed.units
+    n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole], scope.products)
+    share = filter_share(scope) if scope.filtered else 1.0
+    if share:
+        parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH / share)
+    # A settled word's match changed with it (and a camel-case word's parts).
+    if missing := [t.match for t in terms if t.match not in df]:
+        df.update(document_frequencies(missing, scope.products)[1])
+    return n, df

@@ -1,0 +1,156 @@
+"""Typo tolerance: what to search for when the query's words find (almost) nothing.
+
+In order: a quoted phrase that matches no record is offered as plain words;
+a word being typed past its stem is cut back to a stem that matches; a word
+that matches no record is corrected to the closest word of the titles that
+contain something close to it (pg_trgm word similarity); failing all that,
+the titles closest to the whole query are offered. A word that matches
+records is never replaced.
+"""
+
+import json
+import re
+from difflib import SequenceMatcher
+from functools import cache
+
+from search import db
+from search.indexing.embeddings import TOKENIZER_PATH
+from search.query.parse import ParsedQuery
+from search.query.scope import Scope
+from search.ranking import facets, statistics
+from search.ranking.rows import ArmResult
+
+TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
+CORRECTION_RATIO = 0.7  # how close a title word must be to replace a query word
+STEM_PREFIX_MIN = 4  # shortest stem tried for a word being typed
+MAX_LENGTH_CHANGE = 2  # letters a correction may add or drop
+
+
+def unknown_words(parsed: ParsedQuery, df: dict[str, float]) -> list[str]:
+    """The query's words (not phrases) that no record has and that are no
+    English word either: "paymnt" is a typo, "took" or "mates" in a question
+    only words the records do not use (correcting them made "took" "too")."""
+    terms = [t for group in parsed.groups for t in group if t.tsquery]
+    words = english_words()
+    return [t.text for t in terms if df.get(t.match, 0) == 0 and " " not in t.text and t.text.lower() not in words]
+
+
+@cache
+def english_words() -> frozenset[str]:
+    """The whole words of the embedding model's WordPiece vocabulary (about
+    22,000 common English words, shipped in search/data/tokenizer.json): an
+    offline dictionary good enough to tell a typo from a real word."""
+    vocabulary = json.loads(TOKENIZER_PATH.read_text(encoding="utf-8"))["model"]["vocab"]
+    return frozenset(token for token in vocabulary if token.isalpha())
+
+
+def fallback(parsed: ParsedQuery, scope: Scope, depth: int, df: dict[str, float], found: ArmResult | None = None):
+    """(an arm of close titles or None, the corrected query text or None).
+
+    `found`: what the words found when it is plenty. Then an unknown word is
+    corrected from the titles of those matches (in memory: the trigram probe
+    over every title costs tens of milliseconds at 100,000 records), and the
+    matches stand if nothing is close; otherwise from the titles closest to
+    each unknown word, and failing that the titles closest to the query."""
+    terms = [t for group in parsed.groups for t in group if t.tsquery]
+    if any(" " in t.text and df.get(t.match, 0) == 0 for t in terms):
+        return None, " ".join(parsed.text.replace('"', " ").split())
+    unknown = unknown_words(parsed, df)
+    if not unknown:
+        return None, None
+    if found is not None:
+        titles = [info.title for info in found.info.values()]
+        corrections = {word: best for word in unknown if (best := _closest(word, titles))}
+        return None, _corrected(parsed.text, corrections)
+    typed = [t.text for t in terms if t.text in unknown and ":*" in t.tsquery]
+    with db.atomic(), db.cursor() as cursor:
+        corrections = _stems(cursor, typed, scope) or _close_words(cursor, unknown, scope)
+        if corrections:
+            return None, _corrected(parsed.text, corrections)
+        return _close_titles(cursor, parsed.text, scope, depth), None
+
+
+def _corrected(text: str, corrections: dict[str, str]) -> str | None:
+    return " ".join(corrections.get(word.strip('"-'), word) for word in text.split()) if corrections else None
+
+
+def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
+    """A word being typed may run past its stem: "renewa" is on the way to
+    "renewal", indexed as 'renew'. Its own prefixes, one or two letters
+    shorter, are tried as whole words before any fuzzy match."""
+    corrections, probed = {}, {}
+    # Over everything, a word the column statistics list is known to exist.
+    common = statistics.corpus()[1] if scope.everything else {}
+    for word in typed:
+        stems = [word[:k].lower() for k in (len(word) - 1, len(word) - 2) if k >= STEM_PREFIX_MIN]
+        if stem := next((stem for stem in stems if stem in common), None):
+            corrections[word] = stem
+        elif stems:
+            probed[word] = stems
+    stems = [stem for word_stems in probed.values() for stem in word_stems]
+    if not stems:
+        return corrections
+    # One subquery per stem, none referring to an outer row (Citus runs those on a distributed table),
+    # all in one statement. Through the GIN index: for EXISTS over a common word the planner reads the
+    # table in order, expecting a match within a few rows, and at a million records where the word's
+    # records lie far into the table that took 0.5 s ('renew').
+    found = ", ".join(
+        f"""EXISTS (SELECT 1 FROM search_document d WHERE d.search_vector @@ to_tsquery('simple',
+            quote_literal(%(stem{i})s)) AND ({scope.where}))"""
+        for i in range(len(stems))
+    )
+    cursor.execute("SET LOCAL enable_seqscan = off")
+    cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
+    there = dict(zip(stems, cursor.fetchone()[0], strict=True))
+    cursor.execute("SET LOCAL enable_seqscan = on")
+    for word, word_stems in probed.items():
+        if stem := next((stem for stem in word_stems if there[stem]), None):
+            corrections[word] = stem
+    return corrections
+
+
+def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
+    """Each unknown word's closest word among the five titles most like it."""
+    _similarity_threshold(cursor)
+    closest = ", ".join(
+        f"""ARRAY(SELECT d.title FROM search_document d WHERE %(word{i})s <%% d.title AND ({scope.where})
+                  ORDER BY word_similarity(%(word{i})s, d.title) DESC, d.id LIMIT 5)"""
+        for i in range(len(unknown))
+    )
+    cursor.execute(f"SELECT {closest}", {**{f"word{i}": word for i, word in enumerate(unknown)}, **scope.params})
+    titles = cursor.fetchone()
+    return {word: best for word, found in zip(unknown, titles, strict=True) if (best := _closest(word, found))}
+
+
+def _similarity_threshold(cursor) -> None:
+    """pg_trgm's threshold for this transaction. A SET LOCAL statement, not
+    set_config(): Citus passes SET LOCAL on to the workers
+    (citus.propagate_set_commands = 'local'), never a function's effect."""
+    cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {float(TYPO_SIMILARITY)}")
+
+
+def _closest(word: str, titles: list[str]) -> str | None:
+    """The word of `titles` closest to `word`, if close enough to be what was meant.
+    A typo adds, drops or swaps a letter or two: "short" is no correction of "shortfall"."""
+    words = {v.lower() for title in titles for v in re.findall(r"\w+", title)}
+    vocabulary = {v for v in words if abs(len(v) - len(word)) <= MAX_LENGTH_CHANGE}
+    best = max(vocabulary, key=lambda v: _likeness(word, v), default=None)
+    return best if best and _likeness(word, best) >= CORRECTION_RATIO else None
+
+
+def _likeness(word: str, candidate: str) -> float:
+    return SequenceMatcher(None, word.lower(), candidate).ratio()
+
+
+def _close_titles(cursor, text: str, scope: Scope, depth: int) -> ArmResult | None:
+    """The titles most like the whole query, as an arm."""
+    cursor.execute(
+        f"""SELECT d.id, word_similarity(%(text)s, d.title) AS similarity FROM search_document d
+            WHERE %(text)s <%% d.title AND ({scope.where}) ORDER BY similarity DESC, d.id LIMIT %(depth)s""",
+        {"text": text, "depth": depth, **scope.params},
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        return None
+    ids = [row[0] for row in rows]
+    return ArmResult([(pk, float(sim)) for pk, sim in rows], len(rows), True, facets.of_rows(ids))
