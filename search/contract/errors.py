@@ -1,0 +1,59 @@
+"""Errors without HTTP: each has a code and a status that the surfaces map (REST a status, MCP a tool error)."""
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    """The one error shape of every surface: `{"error": {"code", "message", ...}}`."""
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+class SearchError(ValueError):
+    """The caller can fix it: the message says what was wrong and what to send.
+
+    Every surface shows `str(error)` as it is: REST as `{"error": {...}}`
+    with `status` as the HTTP status, MCP as a tool error's text.
+    """
+
+    status = 400
+    code = "invalid_request"
+    retry_after: int | None = None  # seconds, for an error that passes by itself
+
+    def body(self) -> dict:
+        return error_body(self.code, str(self))
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after else {}
+
+
+class NotFound(SearchError):
+    status = 404
+    code = "not_found"
+
+    @classmethod
+    def no_record(cls, key: str) -> "NotFound":
+        return cls(f"no record with key {key!r}; check the key (like BUG-12) or search for it first.")
+
+
+class DatabaseUnavailable(SearchError):
+    """The database cannot be reached: stopped, restarting or recovering from
+    a crash (backlog.db.database_unavailable tells). Nothing was changed; the
+    same request can be sent again after `retry_after` seconds."""
+
+    status = 503
+    code = "database_unavailable"
+    retry_after = 2
+
+    def __init__(self):
+        super().__init__(
+            "The database is not reachable right now (it is stopped, restarting or recovering); "
+            f"nothing was changed. Send the same request again in {self.retry_after} seconds."
+        )
+
+
+class SemanticUnavailable(SearchError):
+    """mode=semantic when no vector can be compared: none computed yet, or
+    no embedding model can run. Not the caller's fault, and it passes once
+    the index or the configuration is mended."""
+
+    status = 503
+    code = "semantic_unavailable"
+    retry_after = 30
