@@ -48,8 +48,8 @@ def main() -> None:
     from django.db import connection
     from django.test import override_settings
 
-    from search.evaluation import evaluate, load_judged_set
-    from search.management.commands.search_eval import EngineRanking
+    from search.evaluation.runner import EngineRanking, evaluate
+    from search.evaluation.sets import load_judged_set
 
     if not args.database.startswith("search_eval_"):
         parser.error("the database must be one search_eval kept (search_eval_...)")

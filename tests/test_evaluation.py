@@ -18,19 +18,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from search.evaluation import (
-    JudgedSet,
-    JudgedSetError,
-    Query,
-    QueryFailed,
-    average_precision,
-    evaluate,
-    hit_at_k,
-    load_judged_set,
-    ndcg_at_k,
-    recall_at_k,
-    reciprocal_rank_at_k,
-)
+from search.evaluation.metrics import average_precision, hit_at_k, ndcg_at_k, recall_at_k, reciprocal_rank_at_k
+from search.evaluation.runner import evaluate
+from search.evaluation.sets import JudgedSet, JudgedSetError, Query, QueryFailed, load_judged_set
 
 from .conftest import jsonl
 
@@ -371,7 +361,7 @@ def test_the_engine_ranking_pages_on_until_enough_keys_survive_the_exclusions(mo
     pytest.importorskip("search.operations.search")
     from types import SimpleNamespace
 
-    from search.management.commands import search_eval
+    from search.evaluation import runner
 
     pages = {None: ["SELF", "A"], "2": ["B", "C"], "3": ["D"]}
     asked = []
@@ -382,10 +372,10 @@ def test_the_engine_ranking_pages_on_until_enough_keys_survive_the_exclusions(mo
         following = {None: "2", "2": "3"}.get(request.cursor)
         return SimpleNamespace(results=hits, next_cursor=following, mode="keyword")
 
-    monkeypatch.setattr(search_eval, "search", paged_search)
-    monkeypatch.setattr(search_eval, "DEPTH", 3)  # as if 100 were 3
+    monkeypatch.setattr(runner, "search", paged_search)
+    monkeypatch.setattr(runner, "DEPTH", 3)  # as if 100 were 3
 
-    ranking = search_eval.EngineRanking()
+    ranking = runner.EngineRanking()
     keys = ranking(Query("q", "renewal", exclude=frozenset({"SELF"})), "keyword")
 
     # Page one leaves one key once SELF is excluded; page two makes three: stop.

@@ -7,54 +7,36 @@ Django's test-database machinery as bench/import_bench.py does, and dropped
 at the end unless --keep-db: the user's data is never read or changed, and
 two runs at the same time do not meet. --from-links reads the database in
 use as it is, and writes nothing: its linked bugs are the queries
-(search.evaluation.judged_set_from_links). The metrics and the runner are in
-search/evaluation/__init__.py.
+(search.evaluation.sets.judged_set_from_links). The metrics and the runner are in
+search/evaluation/; this command only parses and prints.
 """
 
 import json
 import os
 from argparse import ArgumentTypeError
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS, connection
-from django.test.utils import setup_databases, teardown_databases
-from pydantic import ValidationError
+from django.db import connection
 
 from backlog.management.commands._progress import progress_bars
 from backlog.models import Product
 from backlog.services import import_records
-from search import db
-from search.contract import SearchError, SearchRequest, SimilarRequest
-from search.evaluation import (
-    DEPTH,
-    DUPLICATE_FORMULAS,
-    DUPLICATE_METRICS,
-    FORMULAS,
-    JudgedSetError,
-    Query,
-    QueryFailed,
+from search.evaluation.metrics import DUPLICATE_FORMULAS, DUPLICATE_METRICS, FORMULAS
+from search.evaluation.runner import (
+    DATABASE_PREFIX,
+    DUPLICATE_TYPES,
+    MODES,
+    EngineRanking,
     Report,
     evaluate,
-    judged_set_from_links,
-    load_judged_set,
+    evaluate_duplicates,
+    fresh_database,
 )
-from search.operations.duplicates import DraftPlan
-from search.operations.search import search
-from search.operations.similar import similar
-from search.query.scope import Filters, build_scope, leaving_out
-from search.ranking import pipeline
+from search.evaluation.sets import JudgedSetError, judged_set_from_links, load_judged_set
 
-MODES = ("keyword", "semantic", "hybrid")
-DATABASE_PREFIX = "search_eval"
 PROBLEMS_SHOWN = 10
 HEADER = f"{'mode':<10} {'nDCG@10':>8} {'Recall@100':>10} {'MRR@10':>7}"
-# The duplicate-detection task (--duplicates): the query types that are a new
-# report's title, its labelled duplicates relevant, and what answers them.
-DUPLICATE_TYPES = ("title", "duplicate")
-DUPLICATE_RUNS = ("search:in-corpus", "search", "check:title", "check:title+text")
 DUPLICATE_HEADER = f"{'ranking':<17} {'R@5':>6} {'R@10':>6} {'MRR@10':>7} {'RR@10':>6} {'MAP':>6}"
 
 
@@ -196,22 +178,6 @@ def format_report(report: Report) -> str:
     return "\n".join([*lines, "", FORMULAS, "median ms: time per query, every page included."])
 
 
-def evaluate_duplicates(judged_set, progress, products: list[str] | None = None) -> Report:
-    """check_duplicates and search on the set's duplicate-finding queries (DUPLICATE_TYPES)."""
-    chosen = [
-        query
-        for query in judged_set.queries
-        if query.text is not None and judged_set.types.get(query.id) in DUPLICATE_TYPES
-    ]
-    if not chosen:
-        raise JudgedSetError(
-            f"{judged_set.name}: --duplicates needs text queries of type {' or '.join(DUPLICATE_TYPES)} "
-            "in query_types.tsv"
-        )
-    subset = replace(judged_set, queries=chosen)
-    return evaluate(subset, DuplicateRanking(products), DUPLICATE_RUNS, progress=progress, metrics=DUPLICATE_METRICS)
-
-
 def format_duplicate_report(report: Report) -> str:
     lines = [
         f"Duplicate finding: {len(report.scored)} queries of type {' or '.join(DUPLICATE_TYPES)}",
@@ -240,115 +206,3 @@ def positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ArgumentTypeError(f"a whole number of at least 1, not {value!r}")
     return int(value)
-
-
-@contextmanager
-def fresh_database(name: str, keep: bool):
-    """Point the default connection at a new, migrated, empty database `name`,
-    then drop it (unless `keep`) and point back."""
-    if name != DATABASE_PREFIX and not name.startswith(f"{DATABASE_PREFIX}_"):
-        # An existing database of that name is dropped: never one holding real data.
-        raise CommandError(f"--database-name must be {DATABASE_PREFIX} or start with {DATABASE_PREFIX}_")
-    if name == connection.settings_dict["NAME"]:
-        raise CommandError(f"--database-name {name} is the database in use; choose another")
-    test_settings = connection.settings_dict["TEST"]
-    connection.settings_dict["TEST"] = {**test_settings, "NAME": name}
-    try:
-        old_config = setup_databases(
-            verbosity=0, interactive=False, aliases={DEFAULT_DB_ALIAS}, serialized_aliases=set()
-        )
-    finally:
-        connection.settings_dict["TEST"] = test_settings
-    try:
-        yield
-    finally:
-        teardown_databases(old_config, verbosity=0, keepdb=True)  # points the connection back
-        if not keep:
-            # FORCE: a PgBouncer in front keeps idle server connections to the
-            # database, and PostgreSQL drops none that has connections.
-            with connection._nodb_cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)} WITH (FORCE)")
-
-
-class EngineRanking:
-    """`rank(query, mode)` for evaluate(), over search() and similar(): follows
-    next_cursor until DEPTH keys are left after the query's exclusions."""
-
-    def __init__(self, products: list[str] | None = None):
-        self.fallbacks: dict[str, int] = {}  # mode -> queries answered in another mode
-        self.products = products  # only records of these products (search_eval --from-links --product)
-
-    def __call__(self, query: Query, mode: str) -> list[str]:
-        keys, cursor, fell_back = [], None, False
-        while True:
-            try:
-                response = self.page(query, mode, cursor, self.products)
-            except ValidationError as exc:  # the request itself, e.g. a query under 2 characters
-                raise QueryFailed("; ".join(error["msg"] for error in exc.errors())) from exc
-            except SearchError as exc:
-                raise QueryFailed(str(exc)) from exc
-            fell_back = fell_back or response.mode != mode
-            keys += [hit.key for hit in response.results]
-            cursor = response.next_cursor
-            if not cursor or not response.results or len(set(keys) - query.exclude) >= DEPTH:
-                break
-        if fell_back:
-            self.fallbacks[mode] = self.fallbacks.get(mode, 0) + 1
-        return keys
-
-    @staticmethod
-    def page(query: Query, mode: str, cursor: str | None, products: list[str] | None = None):
-        if query.similar_to is not None:
-            request = SimilarRequest(
-                key=query.similar_to, mode=mode, entities=query.entities, limit=DEPTH, cursor=cursor
-            )
-            return similar(request)
-        request = SearchRequest(
-            query=query.text, mode=mode, entities=query.entities, products=products, limit=DEPTH, cursor=cursor
-        )
-        return search(request)
-
-
-class DuplicateRanking:
-    """`rank(query, run)` for the duplicate task. The report a query was
-    taken from (its `exclude`) is left out of the corpus while ranking (no
-    arm reads it, no statistic counts it), as a draft is in no corpus; only
-    `search:in-corpus` keeps it, as the main table's search does (it is
-    dropped from the ranking after, but its text reaches the feedback pass
-    through its own first place).
-
-    `search` is hybrid search of the title; `check:title` asks
-    check_duplicates with the title alone; `check:title+text` with the
-    title and that report's text."""
-
-    def __init__(self, products: list[str] | None = None):
-        self.products = products
-
-    def __call__(self, query: Query, run: str) -> list[str]:
-        if run == "search:in-corpus":
-            return EngineRanking(self.products)(query, "hybrid")
-        with leaving_out(query.exclude):
-            if run == "search":
-                return EngineRanking(self.products)(query, "hybrid")
-            return self.check(query, with_text=run == "check:title+text")
-
-    def check(self, query: Query, with_text: bool) -> list[str]:
-        title, body = query.text, ""
-        if with_text and len(query.exclude) == 1:
-            with db.cursor() as cursor:
-                cursor.execute("SELECT title, body FROM search_document WHERE key = %s", list(query.exclude))
-                title, body = cursor.fetchone() or (title, "")
-        filters = Filters(entities=tuple(query.entities or ["bug"]), products=tuple(self.products or ()))
-        scope = build_scope(filters, None)
-        try:
-            # The report's own words are counted in the statistics: a word only it
-            # has (df 1) would find nothing, as similar() reasons.
-            plan = DraftPlan(title, body or "", "hybrid", DEPTH, shared_by=2 if body else 1)
-            ranked = pipeline.rank(plan, scope).order()
-        except SearchError as exc:
-            raise QueryFailed(str(exc)) from exc
-        ids = [candidate.id for candidate in ranked[:DEPTH]]
-        with db.cursor() as cursor:
-            cursor.execute("SELECT id, key FROM search_document WHERE id = ANY(%s)", [ids])
-            keys = dict(cursor.fetchall())
-        return [keys[i] for i in ids if i in keys]
