@@ -36,8 +36,8 @@ from datetime import UTC, datetime, timedelta
 from backlog.models import BugStatus, Severity, TestStatus
 from backlog.text import one_of
 from search.contract import QueryFilter, SearchError
-from search.indexing.sql import tokens_for, tokens_tsquery
 from search.models import Kind
+from search.query import filters
 from search.query.scope import Scope, named_keys, not_named
 
 # A field, a quoted phrase (whose words stay words, colons and all), or any other word.
@@ -51,17 +51,7 @@ KINDS = {
 STATUSES = tuple(BugStatus.values + TestStatus.values)
 SEVERITIES = tuple(Severity.values)
 # field name -> the request parameter it sets (dates set two: name_after, name_before)
-FIELDS = {
-    "kind": "entities",
-    "status": "status",
-    "severity": "severity",
-    "product": "products",
-    "feature": "feature",
-    "created": "created",
-    "updated": "updated",
-}
-# Parameters a filter token of search_markers answers (search.query.scope.TOKEN_FILTERS' columns).
-TOKEN_COLUMNS = {"entities": "kind", "status": "status", "severity": "severity"}
+FIELDS = {spec.field: spec.param if spec.kind in ("token", "key") else spec.field for spec in filters.FILTERS.values()}
 
 _AGE = re.compile(r"^(\d{1,5})([hdwmy])$")
 _AGE_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
@@ -86,38 +76,7 @@ class Fielded:
         for item in self.filters:
             values = chosen.setdefault((item.param, item.exclude), [])
             values.extend(value for value in item.values if value not in values)
-        groups = tuple(
-            tokens_for(TOKEN_COLUMNS[param], values)
-            for (param, exclude), values in chosen.items()
-            if param in TOKEN_COLUMNS and not exclude
-        )
-        if groups:
-            query = " & ".join(f"({tokens_tsquery(group)})" for group in groups)
-            scope = scope.narrowed(
-                "d.search_markers @@ %(scope_field_tokens)s::tsquery", groups, scope_field_tokens=query
-            )
-        for number, ((param, exclude), values) in enumerate(chosen.items()):
-            name = f"scope_field_{number}"
-            if param in TOKEN_COLUMNS:
-                if exclude:
-                    tokens = tokens_tsquery(tokens_for(TOKEN_COLUMNS[param], values))
-                    scope = scope.narrowed(f"NOT (d.search_markers @@ %({name})s::tsquery)", **{name: tokens})
-                continue
-            if param == "products":
-                condition = f"d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%({name})s))"
-            elif param == "feature":
-                condition = f"d.feature_id IN (SELECT id FROM backlog_feature WHERE key = ANY(%({name})s))"
-            else:  # created_after, updated_before, ...: times that all hold (never excluded)
-                column, side = param.split("_")
-                operator = ">=" if side == "after" else "<="
-                times = {f"{name}_{i}": datetime.fromisoformat(value) for i, value in enumerate(values)}
-                condition = " AND ".join(f"d.{column}_at {operator} %({time})s" for time in times)
-                scope = scope.narrowed(condition, **times)
-                continue
-            if exclude:
-                condition = f"NOT coalesce({condition}, false)"
-            scope = scope.narrowed(condition, **{name: values})
-        return scope
+        return filters.narrowed(scope, chosen, "scope_field")
 
     def with_words(self, words: str) -> str:
         """The query with `words` in place of its words (a corrected query): the fields after them."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from backlog import access
 from search import db
 from search.contract import SearchError, SearchRequest
-from search.indexing.sql import tokens_for, tokens_tsquery
+from search.query.filters import FILTERS, narrowed
 
 
 @dataclass(frozen=True)
@@ -64,24 +64,6 @@ def access_scope(user) -> Scope:
         everything=False,
         products=tuple(product_ids),
     )
-
-
-# (request field, column): these filters keep rows whose column is one of
-# the values, asked of the filter tokens in the GIN index that also holds
-# the words (search.indexing.sql), so a keyword query's matches are narrowed inside
-# the index.
-TOKEN_FILTERS = {"entities": "kind", "status": "status", "severity": "severity"}
-# (request field, condition over d): the product filter stays a column
-# condition, which a table distributed by product (Citus) prunes shards by.
-LIST_FILTERS = {
-    "products": "d.product_id IN (SELECT id FROM backlog_product WHERE key = ANY(%(scope_products)s))",
-}
-DATE_FILTERS = {
-    "created_after": "d.created_at >= %(scope_created_after)s",
-    "created_before": "d.created_at <= %(scope_created_before)s",
-    "updated_after": "d.updated_at >= %(scope_updated_after)s",
-    "updated_before": "d.updated_at <= %(scope_updated_before)s",
-}
 
 
 # Keys left out of every scope built in this context (search_eval: the report
@@ -155,29 +137,22 @@ class Filters:
 
 
 def build_scope(request: SearchRequest | Filters, user) -> Scope:
-    """The access rule and the request's filters (`feature`, and each of
-    TOKEN_FILTERS, LIST_FILTERS and DATE_FILTERS the request sets)."""
+    """The access rule and the request's filters (search.query.filters: each
+    of FILTERS the request sets)."""
     scope = access_scope(user)
     if left_out := _left_out.get():
         scope = scope.narrowed("d.key <> ALL(%(scope_left_out)s)", scope_left_out=list(left_out))
-    groups = tuple(
-        tokens_for(column, values) for name, column in TOKEN_FILTERS.items() if (values := getattr(request, name, None))
-    )
-    if groups:
-        query = " & ".join(f"({tokens_tsquery(group)})" for group in groups)
-        scope = scope.narrowed("d.search_markers @@ %(scope_tokens)s::tsquery", groups, scope_tokens=query)
-    for name, condition in LIST_FILTERS.items():
-        if values := getattr(request, name, None):
+    chosen = {}
+    for param in FILTERS:
+        value = getattr(request, param, None)
+        if value is None or value == () or value == []:
+            continue
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        if param == "products":
             # By key or name, as `product:` in a query: one that names no product the user
             # may see (none, or another team's) is refused in the same words.
-            keys, unknown = named_keys("product", list(values), scope.products)
+            values, unknown = named_keys("product", values, scope.products)
             if unknown is not None:
-                raise SearchError(f"{name}: {not_named('product', unknown, scope.products)}.")
-            scope = scope.narrowed(condition, **{f"scope_{name}": keys})
-    if getattr(request, "feature", None):
-        condition = "d.feature_id IN (SELECT id FROM backlog_feature WHERE key = %(scope_feature)s)"
-        scope = scope.narrowed(condition, scope_feature=request.feature)
-    for name, condition in DATE_FILTERS.items():
-        if (value := getattr(request, name, None)) is not None:
-            scope = scope.narrowed(condition, **{f"scope_{name}": value})
-    return scope
+                raise SearchError(f"{param}: {not_named('product', unknown, scope.products)}.")
+        chosen[param, False] = values
+    return narrowed(scope, chosen, "scope_filter")
