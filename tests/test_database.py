@@ -167,7 +167,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
 
 @pytest.mark.django_db
 def test_dbshell_opens_the_psql_that_ships_with_the_embedded_server():
-    if connection.settings_dict["ENGINE"] != "config.postgres":
+    if connection.settings_dict["ENGINE"] != "runtime.postgres":
         pytest.skip("DATABASE_URL: dbshell is the user's own psql")
     env = {"EMBEDDED_PG_DATABASE": connection.settings_dict["NAME"]}
 

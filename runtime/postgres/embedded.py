@@ -7,7 +7,7 @@ inter-process lock and a list of the processes using it, so the dev server,
 `manage.py mcp`, a worker and the tests all share one server: each process
 attaches on its first database connection, and the last one to exit stops it.
 A process that is killed outright never takes itself off that list, so a
-watchdog (config/postgres/watchdog.py) stops the server once no listed
+watchdog (runtime/postgres/watchdog.py) stops the server once no listed
 process is alive. The data folder (`EMBEDDED_PG_DIR`) is kept, so the data
 survives restarts.
 
