@@ -1,19 +1,11 @@
 """The main job: prepare everything, say how to connect, then serve.
 
-`handle` only prepares and prints; `inner_run` serves. The web app runs
-under gunicorn (sync Django on threads in a few worker processes: the
-ORM, the search SQL and the embedding model are all blocking calls, which
-an ASGI server would only hand to a thread pool again), as a child
-process beside supervised ones: the embedding worker, MCP over
-streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
-uvicorn), the saved searches' webhook sender (`notify_saved_searches
---watch`) and the sources' scheduled syncs (`sync --watch`). `--server runserver` keeps Django's development server.
+`handle` only prepares and prints; runtime.supervisor runs the web server
+(gunicorn, or `--server runserver`) and the helpers beside it.
 """
 
 import os
 import secrets
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +13,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from runtime import supervisor
 
 
 class Command(BaseCommand):
@@ -82,56 +76,7 @@ class Command(BaseCommand):
             + f"  Health:    {base}/healthz (alive), {base}/readyz (database and index)\n"
         )
         if not no_serve:
-            self.inner_run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port)
-
-    def inner_run(self, addrport: str, embed: bool, server: str, mcp_port: int):
-        from django.db import connections
-
-        from search.health import EMBEDDING_WORKER
-        from search.worker import WORKER_NICENESS, Supervisor, die_with_parent
-
-        # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
-        # Ctrl-C: the children are stopped and the embedded database detached.
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-        # And when whatever started us dies (`make run` stopped by its PID: make
-        # passes no signal on), the kernel sends that SIGTERM too.
-        parent = os.getppid()
-        die_with_parent()
-        if os.getppid() != parent:  # it died before we asked
-            sys.exit(128 + signal.SIGTERM)
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
-        helpers = []
-        if embed:
-            # Each runs beside the server, is started again when it dies
-            # (search/worker.py), and stops with the server.
-            worker = [sys.executable, manage, "embed", "--watch", "--no-progress"]
-            helpers.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS))
-        # Saved searches' webhooks: a round every SAVED_SEARCH_NOTIFY_SECONDS, never in a request.
-        notifier = [sys.executable, manage, "notify_saved_searches", "--watch"]
-        helpers.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS))
-        # Sources configured in the admin sync on their schedules (docs/connectors.md).
-        syncer = [sys.executable, manage, "sync", "--watch", "--no-progress"]
-        helpers.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS))
-        if mcp_port:
-            host = addrport.rsplit(":", 1)[0]
-            command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]
-            helpers.append(Supervisor("mcp-http", command))
-        for helper in helpers:
-            helper.start()
-        web = None
-        try:
-            if server == "runserver":
-                call_command("runserver", addrport, use_reloader=False)
-                return
-            connections.close_all()  # nothing of this process's is shared with the server's
-            web = subprocess.Popen(gunicorn_command(addrport), preexec_fn=die_with_parent)
-            web.wait()
-        finally:
-            if web is not None and web.poll() is None:
-                web.terminate()  # gunicorn's graceful stop: requests in hand are answered
-                web.wait(60)
-            for helper in helpers:
-                helper.stop()
+            supervisor.run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port)
 
     def embedding_status(self, no_embed: bool) -> str:
         from search.service import health as index_health
@@ -170,40 +115,3 @@ class Command(BaseCommand):
         if os.environ.get("DATABASE_URL"):
             return "DATABASE_URL"
         return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
-
-
-def gunicorn_command(addrport: str) -> list[str]:
-    """gunicorn serving config.wsgi at `addrport`: SERVE_WORKERS processes
-    (default: two a core) of SERVE_THREADS threads (default 4), each request
-    at most SERVE_TIMEOUT seconds. The request line is not limited here:
-    Django answers one over REQUEST_LINE_MAX_BYTES with a 414 in JSON
-    (config.middleware), where gunicorn would answer in plain text."""
-    workers = os.environ.get("SERVE_WORKERS") or str(2 * (os.cpu_count() or 1))
-    return [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "config.wsgi:application",
-        "--bind",
-        addrport,
-        "--worker-class",
-        "gthread",
-        "--workers",
-        workers,
-        "--threads",
-        os.environ.get("SERVE_THREADS", "4"),
-        "--timeout",
-        os.environ.get("SERVE_TIMEOUT", "60"),
-        "--graceful-timeout",
-        "30",
-        "--limit-request-line",
-        "0",
-        "--access-logfile",
-        "-" if os.environ.get("SERVE_ACCESS_LOG") else "/dev/null",
-        "--chdir",
-        str(settings.BASE_DIR),
-        # gunicorn's control socket is one path per user (~/.gunicorn/gunicorn.ctl):
-        # a second instance on the machine would take it over, and stopping
-        # either would delete the other's. serve stops gunicorn by signal.
-        "--no-control-socket",
-    ]
