@@ -184,8 +184,12 @@ EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
 # The embedded server's buffer cache (runtime/postgres/embedded.py explains).
 EMBEDDED_PG_SHARED_BUFFERS = envstr("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
 
-if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+# Not kept as a setting: the URL holds the password, and Django's debug page
+# shows every setting whose name does not look secret.
+database_url = envstr("DATABASE_URL", "")
+EMBEDDED_DATABASE = not database_url
+if database_url:
+    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
 else:
     DATABASES = {
         "default": {
@@ -237,13 +241,32 @@ if pool_sizes := envlist("DATABASE_POOL", ""):
 # Django sets None too, stated here so that it stays off).
 DATABASE_POOLER = envstr("DATABASE_POOLER", "")
 if DATABASE_POOLER == "pgbouncer-transaction":
-    if not os.environ.get("DATABASE_URL"):
+    if EMBEDDED_DATABASE:
         raise ImproperlyConfigured("DATABASE_POOLER is set: point DATABASE_URL at the PgBouncer.")
     for database in DATABASES.values():
         database["DISABLE_SERVER_SIDE_CURSORS"] = True
         database.setdefault("OPTIONS", {})["prepare_threshold"] = None
 elif DATABASE_POOLER:
     raise ImproperlyConfigured(f"DATABASE_POOLER={DATABASE_POOLER!r}: use pgbouncer-transaction, or leave it unset.")
+
+# `manage.py serve` (runtime/): where it listens, which server it runs, the
+# port of MCP over HTTP beside it (0: not served), the demo records it loads
+# into an empty database, and the superuser it makes if missing (without
+# ADMIN_PASSWORD, a password is made and kept in .local/admin-password).
+SERVE_ADDRPORT = envstr("SERVE_ADDRPORT", "127.0.0.1:8000")
+SERVE_SERVER = envstr("SERVE_SERVER", "gunicorn")
+if SERVE_SERVER not in ("gunicorn", "runserver"):
+    raise ImproperlyConfigured(f"SERVE_SERVER={SERVE_SERVER!r}: use gunicorn or runserver.")
+SERVE_MCP_PORT = envint("SERVE_MCP_PORT", 8001)
+DEMO_RECORDS = envint("DEMO_RECORDS", 5000)
+ADMIN_USERNAME = envstr("ADMIN_USERNAME", "admin")
+ADMIN_PASSWORD = envstr("ADMIN_PASSWORD", "")
+# gunicorn under `serve` (runtime/supervisor.py): processes, threads in each,
+# the seconds a request may take, and whether requests are logged on stdout.
+SERVE_WORKERS = envint("SERVE_WORKERS", 2 * (os.cpu_count() or 1))
+SERVE_THREADS = envint("SERVE_THREADS", 4)
+SERVE_TIMEOUT = envint("SERVE_TIMEOUT", 60)
+SERVE_ACCESS_LOG = envbool("SERVE_ACCESS_LOG", False)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -82,7 +82,6 @@ def gunicorn_command(addrport: str) -> list[str]:
     at most SERVE_TIMEOUT seconds. The request line is not limited here:
     Django answers one over REQUEST_LINE_MAX_BYTES with a 414 in JSON
     (config.middleware), where gunicorn would answer in plain text."""
-    workers = os.environ.get("SERVE_WORKERS") or str(2 * (os.cpu_count() or 1))
     return [
         sys.executable,
         "-m",
@@ -93,17 +92,17 @@ def gunicorn_command(addrport: str) -> list[str]:
         "--worker-class",
         "gthread",
         "--workers",
-        workers,
+        str(settings.SERVE_WORKERS),
         "--threads",
-        os.environ.get("SERVE_THREADS", "4"),
+        str(settings.SERVE_THREADS),
         "--timeout",
-        os.environ.get("SERVE_TIMEOUT", "60"),
+        str(settings.SERVE_TIMEOUT),
         "--graceful-timeout",
         "30",
         "--limit-request-line",
         "0",
         "--access-logfile",
-        "-" if os.environ.get("SERVE_ACCESS_LOG") else "/dev/null",
+        "-" if settings.SERVE_ACCESS_LOG else "/dev/null",
         "--chdir",
         str(settings.BASE_DIR),
         # gunicorn's control socket is one path per user (~/.gunicorn/gunicorn.ctl):

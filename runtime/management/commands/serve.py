@@ -4,7 +4,6 @@
 (gunicorn, or `--server runserver`) and the helpers beside it.
 """
 
-import os
 import secrets
 import sys
 from pathlib import Path
@@ -21,8 +20,18 @@ class Command(BaseCommand):
     help = "Migrate, load demo data into an empty database, ensure an admin user, print how to connect, and serve."
 
     def add_arguments(self, parser):
-        parser.add_argument("addrport", nargs="?", default=os.environ.get("SERVE_ADDRPORT", "127.0.0.1:8000"))
-        parser.add_argument("--demo-records", type=int, default=int(os.environ.get("DEMO_RECORDS", "5000")))
+        parser.add_argument(
+            "addrport",
+            nargs="?",
+            default=settings.SERVE_ADDRPORT,
+            help="where to listen, ADDR:PORT or PORT (default %(default)s, from SERVE_ADDRPORT)",
+        )
+        parser.add_argument(
+            "--demo-records",
+            type=int,
+            default=settings.DEMO_RECORDS,
+            help="demo records loaded into an empty database (default %(default)s, from DEMO_RECORDS)",
+        )
         parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
         parser.add_argument(
             "--no-embed",
@@ -32,14 +41,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--server",
             choices=["gunicorn", "runserver"],
-            default=os.environ.get("SERVE_SERVER", "gunicorn"),
-            help="gunicorn (default; SERVE_WORKERS processes x SERVE_THREADS threads) or Django's runserver",
+            default=settings.SERVE_SERVER,
+            help="gunicorn (SERVE_WORKERS processes x SERVE_THREADS threads) or Django's runserver "
+            "(default %(default)s, from SERVE_SERVER)",
         )
         parser.add_argument(
             "--mcp-port",
             type=int,
-            default=int(os.environ.get("SERVE_MCP_PORT", "8001")),
-            help="port of MCP over HTTP, served beside the app (0: not served)",
+            default=settings.SERVE_MCP_PORT,
+            help="port of MCP over HTTP beside the app, 0: not served (default %(default)s, from SERVE_MCP_PORT)",
         )
 
     def handle(self, addrport, demo_records, no_serve, no_embed, server, mcp_port, **options):
@@ -89,8 +99,7 @@ class Command(BaseCommand):
 
     def ensure_admin(self) -> tuple[str, str]:
         User = get_user_model()
-        username = os.environ.get("ADMIN_USERNAME", "admin")
-        password = os.environ.get("ADMIN_PASSWORD")
+        username, password = settings.ADMIN_USERNAME, settings.ADMIN_PASSWORD
         password_file = Path(settings.BASE_DIR) / ".local" / "admin-password"
         if not User.objects.filter(username=username).exists():
             if not password:
@@ -99,7 +108,7 @@ class Command(BaseCommand):
                 password_file.write_text(password + "\n")
                 password_file.chmod(0o600)
             User.objects.create_superuser(username, f"{username}@localhost", password)
-        if os.environ.get("ADMIN_PASSWORD"):
+        if settings.ADMIN_PASSWORD:
             return username, "password from ADMIN_PASSWORD"
         if password_file.exists():
             return username, f"password {password_file.read_text().strip()} (kept in .local/admin-password)"
@@ -112,6 +121,6 @@ class Command(BaseCommand):
         return Token.objects.get_or_create(user=get_user_model().objects.get(username=username))[0].key
 
     def database_description(self) -> str:
-        if os.environ.get("DATABASE_URL"):
-            return "DATABASE_URL"
-        return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
+        if settings.EMBEDDED_DATABASE:
+            return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
+        return "DATABASE_URL"
