@@ -391,7 +391,7 @@ SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
 SYNC_HTTP_ATTEMPTS = envint("SYNC_HTTP_ATTEMPTS", 6)
 SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
 # The throttle's counts, shared by every worker and app server: a table of
-# the database (`createcachetable`, which `serve` runs and tests get).
+# the database, made by `migrate` (config/migrations/0001_cache_table.py).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "django_cache"}}
 
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.
