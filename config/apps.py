@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class ConfigConfig(AppConfig):
-    """The project itself: the `serve` command and the system checks of the database."""
+    """The project's wiring: the system checks of the database, and the cache table's migration."""
 
     name = "config"
 

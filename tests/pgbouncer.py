@@ -113,7 +113,7 @@ class PgBouncer:
         )
         user = None
         if os.geteuid() == 0:  # PgBouncer refuses to run as root: as the embedded server's user
-            from config.postgres.embedded import system_user
+            from runtime.postgres.embedded import system_user
 
             user = system_user()
             shutil.chown(self.folder, user)

@@ -4,6 +4,8 @@ user's own server through DATABASE_URL."""
 import contextlib
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from urllib.parse import quote
@@ -14,6 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from backlog.db import ensure_extension
+from runtime.postgres import embedded, watchdog
 
 from .conftest import attached, manage, shell
 
@@ -87,6 +90,24 @@ def test_embedded_server_is_shared_by_processes_stops_with_the_last_and_keeps_it
         "print(c.fetchone()[0]); c.execute('SHOW shared_buffers'); print(c.fetchone()[0])",
         env,
     ).splitlines() == ["kept", "160MB"]
+
+
+def test_a_watchdog_of_the_version_before_runtime_is_not_joined_by_a_second_one(tmp_path):
+    """While an upgrade rolls out, processes of both versions share one data
+    folder; the old ones started their watchdog as config.postgres.watchdog."""
+    old = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "-m", "config.postgres.watchdog", str(tmp_path)]
+    )
+    try:
+        (tmp_path / watchdog.PID_FILE).write_text(str(old.pid))
+
+        embedded._ensure_watchdog(tmp_path)
+
+        assert (tmp_path / watchdog.PID_FILE).read_text() == str(old.pid)
+        assert not (tmp_path / "watchdog.log").exists()  # made only when one is started
+    finally:
+        old.kill()
+        old.wait()
 
 
 def test_a_shared_buffers_setting_that_is_not_a_size_is_named_with_the_fix(tmp_path):
@@ -167,7 +188,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
 
 @pytest.mark.django_db
 def test_dbshell_opens_the_psql_that_ships_with_the_embedded_server():
-    if connection.settings_dict["ENGINE"] != "config.postgres":
+    if connection.settings_dict["ENGINE"] != "runtime.postgres":
         pytest.skip("DATABASE_URL: dbshell is the user's own psql")
     env = {"EMBEDDED_PG_DATABASE": connection.settings_dict["NAME"]}
 

@@ -73,7 +73,7 @@ def test_djangos_own_pool_hands_connections_back_after_each_request(monkeypatch)
         DATABASE_POOL="1, 8",
     ).values()
 
-    assert embedded["ENGINE"] == "config.postgres"
+    assert embedded["ENGINE"] == "runtime.postgres"
     assert embedded["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 4}
     assert embedded["CONN_MAX_AGE"] == 0  # Django refuses a pool with persistent connections
     for database in (own_server, replica):

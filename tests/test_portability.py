@@ -19,7 +19,7 @@ from django.core import checks
 from django.db import connection, transaction
 
 from config import checks as database_checks
-from config.postgres import embedded, probe
+from runtime.postgres import embedded, probe
 
 from .conftest import manage, shell
 
@@ -29,7 +29,7 @@ LINUX_X86_64 = platform.system() == "Linux" and platform.machine() == "x86_64"
 # and the AMD EPYC the bug was found on.
 SUPPORTED_CPUS = ["Haswell", "EPYC-Rome"]
 embedded_only = pytest.mark.skipif(
-    connection.settings_dict["ENGINE"] != "config.postgres", reason="checks the embedded server's own build"
+    connection.settings_dict["ENGINE"] != "runtime.postgres", reason="checks the embedded server's own build"
 )
 x86_64_only = pytest.mark.skipif(not LINUX_X86_64, reason="user-mode QEMU emulates x86_64 CPU models on Linux x86_64")
 # A Debian package; where it cannot be had (no apt, no root or sudo), these tests say so and skip.

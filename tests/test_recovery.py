@@ -31,7 +31,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from config.postgres import embedded
+from runtime.postgres import embedded
 
 from .conftest import ROOT, attached, manage, shell
 

@@ -37,7 +37,7 @@ from django.test.utils import override_settings
 
 from backlog.models import Bug
 from backlog.services import import_records
-from config.postgres import embedded, replicas, watchdog
+from runtime.postgres import embedded, replicas, watchdog
 from search import service
 from search.indexing.vectors import embed_pending
 
@@ -67,7 +67,7 @@ def run_as_server_user(*command: str, timeout: float = 60, **kwargs) -> subproce
 
 def start(data: Path, port: int) -> subprocess.Popen:
     """Start the server on `data`: a socket only, beside `data`; a small buffer cache.
-    Watched: if this process is killed outright, the server stops (config/postgres/watchdog.py)."""
+    Watched: if this process is killed outright, the server stops (runtime/postgres/watchdog.py)."""
     options = f"-h '' -k {data.parent} -p {port} -c shared_buffers=32MB"
     run_as_server_user("pg_ctl", "-D", str(data), "-l", f"{data}.log", "-o", options, "-w", "start")
     (data / ".handle_pids.json").write_text(json.dumps([os.getpid()]))
@@ -176,7 +176,7 @@ def standby(django_db_setup, django_db_blocker):
     (over a gigabyte: 5 to 15 s to copy, and growing)."""
     with django_db_blocker.unblock():
         shared = connections["default"]
-        if shared.settings_dict["ENGINE"] != "config.postgres":
+        if shared.settings_dict["ENGINE"] != "runtime.postgres":
             pytest.skip("the servers are made with the embedded server's programs (DATABASE_URL is set)")
         shared.ensure_connection()
         database = shared.settings_dict["NAME"]
@@ -185,7 +185,7 @@ def standby(django_db_setup, django_db_blocker):
             connections.settings[STANDBY] = connection_to(STANDBY, sockets, STANDBY_PORT, like=shared).settings_dict
             routed = override_settings(  # what settings.py sets when DATABASE_REPLICA_URLS names one
                 DATABASE_REPLICAS=[STANDBY],
-                DATABASE_ROUTERS=["config.postgres.replicas.ReplicaRouter"],
+                DATABASE_ROUTERS=["runtime.postgres.replicas.ReplicaRouter"],
                 MIDDLEWARE=[*settings.MIDDLEWARE, "config.middleware.ReadYourWritesMiddleware"],
             )
             routed.enable()

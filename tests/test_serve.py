@@ -27,8 +27,8 @@ from .test_mcp import server_env
 
 
 @pytest.mark.django_db
-def test_serve_migrates_loads_demo_data_creates_the_admin_and_prints_how_to_connect(monkeypatch):
-    monkeypatch.setenv("ADMIN_PASSWORD", "a-long-test-passphrase")
+def test_serve_migrates_loads_demo_data_creates_the_admin_and_prints_how_to_connect(settings):
+    settings.ADMIN_PASSWORD = "a-long-test-passphrase"
     out = io.StringIO()
 
     call_command("serve", "127.0.0.1:8123", demo_records=120, no_serve=True, stdout=out)

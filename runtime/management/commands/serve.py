@@ -1,0 +1,126 @@
+"""The main job: prepare everything, say how to connect, then serve.
+
+`handle` only prepares and prints; runtime.supervisor runs the web server
+(gunicorn, or `--server runserver`) and the helpers beside it.
+"""
+
+import secrets
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from runtime import supervisor
+
+
+class Command(BaseCommand):
+    help = "Migrate, load demo data into an empty database, ensure an admin user, print how to connect, and serve."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "addrport",
+            nargs="?",
+            default=settings.SERVE_ADDRPORT,
+            help="where to listen, ADDR:PORT or PORT (default %(default)s, from SERVE_ADDRPORT)",
+        )
+        parser.add_argument(
+            "--demo-records",
+            type=int,
+            default=settings.DEMO_RECORDS,
+            help="demo records loaded into an empty database (default %(default)s, from DEMO_RECORDS)",
+        )
+        parser.add_argument("--no-serve", action="store_true", help="prepare and print, but do not serve")
+        parser.add_argument(
+            "--no-embed",
+            action="store_true",
+            help="do not run the embedding worker (`embed --watch`) beside the server",
+        )
+        parser.add_argument(
+            "--server",
+            choices=["gunicorn", "runserver"],
+            default=settings.SERVE_SERVER,
+            help="gunicorn (SERVE_WORKERS processes x SERVE_THREADS threads) or Django's runserver "
+            "(default %(default)s, from SERVE_SERVER)",
+        )
+        parser.add_argument(
+            "--mcp-port",
+            type=int,
+            default=settings.SERVE_MCP_PORT,
+            help="port of MCP over HTTP beside the app, 0: not served (default %(default)s, from SERVE_MCP_PORT)",
+        )
+
+    def handle(self, addrport, demo_records, no_serve, no_embed, server, mcp_port, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated, static files collected.")
+        if demo_records:
+            call_command("seed_demo", records=demo_records, if_empty=True, stdout=self.stdout)
+        username, password_note = self.ensure_admin()
+        if ":" not in addrport:
+            addrport = f"127.0.0.1:{addrport}"
+        base = f"http://{addrport}"
+        host = addrport.rsplit(":", 1)[0]
+        token = self.ensure_token(username)
+        python, manage = sys.executable, Path(settings.BASE_DIR) / "manage.py"
+        self.stdout.write(
+            "\n"
+            f"  Search:    {base}/search/   (staff UI; dashboard at {base}/dashboard/)\n"
+            f"  Admin:     {base}/admin/   (user {username}, {password_note})\n"
+            f"  REST API:  {base}/api/search?query=renewal   (Swagger UI at {base}/api/docs)\n"
+            f"  Token:     {token}   ({username}'s token for REST and MCP over HTTP; revoke it in the admin)\n"
+            f"  Database:  {self.database_description()}\n"
+            f"  Vectors:   {self.embedding_status(no_embed)}\n"
+            "\n"
+            "  Connect an MCP client (details in docs/mcp.md):\n"
+            f"    stdio:   {python} {manage} mcp\n"
+            f"             e.g. claude mcp add qa-search -- {python} {manage} mcp\n"
+            + (
+                f"    HTTP:    http://{host}:{mcp_port}/mcp (served now) with header Authorization: Bearer {token}\n"
+                if mcp_port and not no_serve
+                else f"    HTTP:    {python} {manage} mcp --transport http --port 8001\n"
+                f"             then http://127.0.0.1:8001/mcp with header Authorization: Bearer {token}\n"
+            )
+            + f"  Health:    {base}/healthz (alive), {base}/readyz (database and index)\n"
+        )
+        if not no_serve:
+            supervisor.run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port)
+
+    def embedding_status(self, no_embed: bool) -> str:
+        from search.service import health as index_health
+
+        health = index_health()
+        status = f"{health.embedded} of {health.documents} records embedded ({health.model})"
+        if health.embedded < health.documents and not no_embed:
+            status += "; the embedding worker fills in the rest while you search by keyword"
+        return status
+
+    def ensure_admin(self) -> tuple[str, str]:
+        User = get_user_model()
+        username, password = settings.ADMIN_USERNAME, settings.ADMIN_PASSWORD
+        password_file = Path(settings.BASE_DIR) / ".local" / "admin-password"
+        if not User.objects.filter(username=username).exists():
+            if not password:
+                password = secrets.token_urlsafe(12)
+                password_file.parent.mkdir(exist_ok=True)
+                password_file.write_text(password + "\n")
+                password_file.chmod(0o600)
+            User.objects.create_superuser(username, f"{username}@localhost", password)
+        if settings.ADMIN_PASSWORD:
+            return username, "password from ADMIN_PASSWORD"
+        if password_file.exists():
+            return username, f"password {password_file.read_text().strip()} (kept in .local/admin-password)"
+        return username, "the password you set for it"
+
+    def ensure_token(self, username: str) -> str:
+        """The admin's API token (REST and MCP over HTTP); revoke it in the admin."""
+        from rest_framework.authtoken.models import Token
+
+        return Token.objects.get_or_create(user=get_user_model().objects.get(username=username))[0].key
+
+    def database_description(self) -> str:
+        if settings.EMBEDDED_DATABASE:
+            return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
+        return "DATABASE_URL"
