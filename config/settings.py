@@ -359,8 +359,8 @@ REST_FRAMEWORK = {
 REQUEST_LINE_MAX_BYTES = envint("REQUEST_LINE_MAX_BYTES", 16 * 1024)
 
 # Searches (search, similar, records, timeline, check_duplicates) a user may send,
-# REST and MCP together, like "600/min" ("off": no limit): a 429 with
-# Retry-After past it (search/ratelimit.py).
+# REST and MCP together, like "600/min" ("off": no limit); an import counts one
+# per record. A 429 with Retry-After past it (search/ratelimit.py).
 SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
 
 # Connectors (docs/connectors.md): tries of one request upstream (429, 5xx,

@@ -1,5 +1,5 @@
-"""The search budget (search.ratelimit): SEARCH_RATE_LIMIT per user, REST
-and MCP together, counted on the real database.
+"""The search budget (search.ratelimit): SEARCH_RATE_LIMIT per user, REST,
+MCP and import together, counted on the real database.
 
 The story: Bob reads through an agent that searches a lot. Alice curates,
 and imports files through the REST API. The limit's clock stands where each
@@ -7,12 +7,14 @@ test puts it, at T0 (the start of a minute) plus `clock.at` seconds; the
 counts are real rows of search_ratecount.
 """
 
+import json
 import threading
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from backlog.models import Bug
 from search import ratelimit
 from search.models import RateCount
 from search.ratelimit import RateLimited
@@ -227,3 +229,60 @@ def test_mcp_tools_count_against_the_same_search_budget(tramline, reader, bob, c
     assert "3/min per user (SEARCH_RATE_LIMIT)" in refused["error"]["message"]
     assert reader.get("/api/search", search).status_code == 429
     assert not operator_failed and operator["total"] == 3
+
+
+# -- import: one search per record -------------------------------------------------------------
+
+
+def bugs(prefix: str, n: int) -> str:
+    return "".join(
+        json.dumps({"kind": "bug", "key": f"{prefix}-{i}", "product": "PRD-1", "title": f"Probe {i}"}) + "\n"
+        for i in range(1, n + 1)
+    )
+
+
+def post_import(client, text: str, **params):
+    query = "&".join(f"{name}={value}" for name, value in params.items())
+    return client.post(f"/api/import?{query}", text, content_type="application/x-ndjson")
+
+
+def test_an_import_costs_one_search_per_record_dry_run_or_not(tramline, curator, alice, clock, settings):
+    settings.SEARCH_RATE_LIMIT = "10/min"
+    clock.at = 30
+
+    dry = post_import(curator, bugs("NEW", 4), dry_run="true")
+    real = post_import(curator, bugs("NEW", 4))
+    search = curator.get("/api/search", {"query": "renewal"})
+    over = post_import(curator, bugs("MORE", 2))
+
+    assert dry.status_code == 200 and dry.json()["created"] == {"bug": 4}
+    assert real.status_code == 200 and real.json()["written"]
+    assert search.status_code == 200  # 4 + 4 + 1 of 10
+    assert over.status_code == 429
+    assert over.json()["error"] == {
+        "code": "throttled",
+        "message": "Too many searches: 10/min per user (SEARCH_RATE_LIMIT). This request counts as 2, one per record. "
+        "Try again in 31 s.",
+    }
+    assert over.headers["Retry-After"] == "31"
+    assert not Bug.objects.filter(key__startswith="MORE-").exists()
+    assert counts(alice) == {0: 9}
+
+
+def test_a_dry_run_probing_more_keys_than_the_budget_is_refused_before_any_is_looked_up(
+    tramline, curator, alice, clock, settings
+):
+    """A dry run tells which keys are taken, hidden products' included
+    (docs/access.md): a thousand keys in one request is a thousand searches."""
+    settings.SEARCH_RATE_LIMIT = "600/min"
+
+    with CaptureQueriesContext(connection) as queries:
+        probe = post_import(curator, bugs("PROBE", 1000), dry_run="true")
+
+    assert probe.status_code == 429 and "Retry-After" not in probe.headers
+    assert probe.json()["error"]["message"].endswith(
+        "This request counts as 1000, one per record. That is more than the whole budget: "
+        "send at most 600 records a request."
+    )
+    assert not [q["sql"] for q in queries if "backlog_" in q["sql"]]  # no record table was read
+    assert not Bug.objects.filter(key__startswith="PROBE-").exists() and counts(alice) == {}
