@@ -142,7 +142,8 @@ def _too_many(cost: int, per: str | None, rate: Rate, seconds: int | None) -> st
     if cost > 1:
         message += f" This request counts as {cost}" + (f", one per {per}." if per else ".")
     if seconds is None:
-        return message + f" That is more than the whole budget: send at most {rate.limit} {per or 'search'}s a request."
+        unit = f"{per}s" if per else "searches"
+        return message + f" That is more than the whole budget: send at most {rate.limit} {unit} a request."
     return message + f" Try again in {seconds} s."
 
 
