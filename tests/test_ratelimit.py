@@ -154,6 +154,12 @@ def test_a_charge_is_one_statement_and_old_windows_are_swept_once_a_window(bob, 
     assert counts(alice) == {60: 1}  # the previous minute stays: it is still inside the last 60 s
 
 
+def test_the_counts_table_is_unlogged_so_a_count_waits_for_no_disk_flush(db):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relpersistence FROM pg_class WHERE relname = 'search_ratecount'")
+        assert cursor.fetchone() == ("u",)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("limit", "counted", "refused"), [(1000, 400, 0), (300, 300, 100)])
 def test_concurrent_searches_are_counted_exactly(bob, clock, settings, limit, counted, refused):
