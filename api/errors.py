@@ -24,8 +24,6 @@ from rest_framework.views import set_rollback
 from backlog.db import database_unavailable
 from search.contract import DatabaseUnavailable, SearchError, error_body
 
-from . import throttles
-
 logger = logging.getLogger(__name__)
 
 # DRF's codes, where ours are more telling or match search.contract's.
@@ -58,8 +56,6 @@ def exception_handler(exc, context):
         # A write raced another one for the same key (the checks before it passed).
         logger.warning("a write lost a race: %s", exc)
         exc = Conflict("Another request wrote a record with the same key at the same time; send yours again.")
-    if isinstance(exc, exceptions.Throttled):
-        exc = exceptions.Throttled(exc.wait, throttles.too_many(exc.wait))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):

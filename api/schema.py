@@ -160,6 +160,8 @@ def add_error_responses(result, generator, request, public):
             searches = ("/api/search", "/api/similar", "/api/records", "/api/timeline")
             if (method == "get" and path.startswith(searches)) or path == "/api/bugs/check-duplicates":
                 errors["429"] = "more searches than SEARCH_RATE_LIMIT for this user; see Retry-After"
+            if path == "/api/import":
+                errors["429"] = "more records (one search each) than SEARCH_RATE_LIMIT leaves; see Retry-After"
             # Any request may find the database away; a search may ask for mode=semantic
             # when no model can run. Both say when to ask again (Retry-After).
             errors["503"] = "the database is unavailable, or mode=semantic cannot run; see Retry-After"

@@ -9,6 +9,7 @@ backlog models; the import endpoint runs the same function as
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import chain, repeat
 
 from django.db.models import ProtectedError
@@ -25,7 +26,7 @@ from rest_framework.views import APIView
 from backlog import access
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
-from search import service
+from search import ratelimit, service
 from search.contract import (
     DuplicateCheckRequest,
     DuplicateCheckResponse,
@@ -256,7 +257,9 @@ class ImportView(APIView):
         if lines is None:
             raise ValidationError("The body is empty: send one JSON record a line (FORMAT.md).")
 
-        report = import_records(lines, user=request.user, **options.validated_data)
+        # Each record's key is looked up, so it costs a search (docs/access.md says why).
+        charge = partial(ratelimit.charge, request.user, per="record")
+        report = import_records(lines, user=request.user, charge=charge, **options.validated_data)
         body = serializers.ImportReportSerializer(report).data
         skipped = options.validated_data["skip_invalid"] and (report.written or options.validated_data["dry_run"])
         if report.problems and not skipped:

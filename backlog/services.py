@@ -143,6 +143,7 @@ def import_records(
     progress: Progress = no_progress,
     total_lines: int | None = None,
     user=None,
+    charge: Callable[[int], Any] | None = None,
 ) -> ImportReport:
     """Validate and upsert the records in `lines` (the interchange format).
 
@@ -150,10 +151,15 @@ def import_records(
     With `skip_invalid`, valid records are written and invalid ones (and the
     records that name them) are reported. `dry_run` reports what would
     change and writes nothing. `user`: whose products the records may be in
-    (None: any, the operator's import).
+    (None: any, the operator's import). `charge`: called with the number of
+    valid records before their keys are looked up, outside the transaction
+    (the REST import charges the user's search budget: docs/access.md); what
+    it raises ends the import with nothing looked up or written.
     """
     report = ImportReport()
     parsed, invalid = _parse(lines, report, progress, total_lines)
+    if charge is not None:
+        charge(len(parsed))
     with transaction.atomic():
         resolved, stored = _resolve(parsed, invalid, report, access.visible_product_ids(user))
         if report.problems and not skip_invalid:

@@ -382,16 +382,18 @@ REST_FRAMEWORK = {
 # The longest URL (path and query string) any page or endpoint takes: 414 past it.
 REQUEST_LINE_MAX_BYTES = envint("REQUEST_LINE_MAX_BYTES", 16 * 1024)
 
-# Searches (search, similar, records, timeline) a user may send over REST,
-# like "600/min" ("off": no limit): a 429 with Retry-After past it (api/throttles.py).
+# Searches (search, similar, records, timeline, check_duplicates) a user may send,
+# REST and MCP together, like "600/min" ("off": no limit); an import counts one
+# per record. A 429 with Retry-After past it (search/ratelimit.py).
 SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
 
 # Connectors (docs/connectors.md): tries of one request upstream (429, 5xx,
 # network errors), and the longest wait between two, whatever Retry-After asks.
 SYNC_HTTP_ATTEMPTS = envint("SYNC_HTTP_ATTEMPTS", 6)
 SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
-# The throttle's counts, shared by every worker and app server: a table of
-# the database, made by `migrate` (config/migrations/0001_cache_table.py).
+# Shared by every worker and app server (readyz's coverage figure,
+# search/indexing/health.py): a table of the database, made by `migrate`
+# (config/migrations). The rate limit counts in a table of its own.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "django_cache"}}
 
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.

@@ -27,10 +27,9 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
-from api.throttles import within_search_rate
 from backlog.access import active_user
 from backlog.db import database_unavailable
-from search import service
+from search import ratelimit, service
 from search.contract import (
     DatabaseUnavailable,
     DuplicateCheckResponse,
@@ -155,7 +154,7 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
     close_old_connections()
     try:
         user = acting_user()
-        within_search_rate(user)  # the budget REST searches count against too
+        ratelimit.charge(user)  # the budget REST searches count against too
         return service.call(operation, arguments, user), False
     except SearchError as error:
         return error.body(), True

@@ -127,3 +127,23 @@ class Worker(models.Model):
 
     def __str__(self):
         return f"{self.name} worker ({self.state})"
+
+
+class RateCount(models.Model):
+    """How much of SEARCH_RATE_LIMIT a user spent in one fixed window of its
+    period: search.ratelimit adds to it in one statement and sweeps out
+    windows too old to matter. A plain user id, no foreign key: a deleted
+    user's rows go with the next sweep, and no insert pays for a check.
+    Unlogged (migration 0014): a count waits for no WAL flush, and a crash
+    only gives every user a fresh budget."""
+
+    pk = models.CompositePrimaryKey("user_id", "window_start")
+    user_id = models.BigIntegerField()
+    window_start = models.DateTimeField()
+    count = models.IntegerField()
+
+    class Meta:
+        db_table = "search_ratecount"
+
+    def __str__(self):
+        return f"user {self.user_id}: {self.count} from {self.window_start:%H:%M:%S}"

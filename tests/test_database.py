@@ -2,6 +2,7 @@
 user's own server through DATABASE_URL."""
 
 import contextlib
+import json
 import signal
 import socket
 import subprocess
@@ -11,14 +12,19 @@ import urllib.request
 from urllib.parse import quote
 
 import psutil
+import psycopg
 import pytest
 from django.core.management.base import CommandError
 from django.db import connection
+from psycopg import sql
 
 from backlog.db import ensure_extension
 from runtime.postgres import embedded, watchdog
 
-from .conftest import attached, manage, shell
+from .conftest import ROOT, attached, manage, shell
+from .pgbouncer import drop_database, upstream
+from .test_mcp import server_env
+from .test_serve import fetch, free_port, wait_until_serving
 
 
 @pytest.mark.django_db
@@ -200,11 +206,60 @@ def test_dbshell_opens_the_psql_that_ships_with_the_embedded_server():
 
 @pytest.mark.django_db
 def test_migrate_makes_every_table_the_cache_table_too():
-    """The standard deployment runs `migrate`, then the WSGI app: the rate limit's
-    counts (settings.CACHES) need their table from migrate, not from `serve`."""
+    """The standard deployment runs `migrate`, then the WSGI app: readyz's
+    shared coverage figure (settings.CACHES) needs its table from migrate, not
+    from `serve`."""
     from django.conf import settings
     from django.db.migrations.recorder import MigrationRecorder
 
     applied = set(MigrationRecorder(connection).applied_migrations())
     assert ("config", "0001_cache_table") in applied
     assert settings.CACHES["default"]["LOCATION"] in connection.introspection.table_names()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_migrate_on_an_empty_database_then_gunicorn_serves_a_rest_search_within_the_rate_limit():
+    """The standard deployment without `serve`: `migrate` on an empty database,
+    then gunicorn on config.wsgi. The search's tables, the rate limit's counts
+    (search_ratecount) and readyz's cache table all come from migrate."""
+    database = f"{connection.settings_dict['NAME']}_deploy"
+    env = {**server_env(database), "SEARCH_RATE_LIMIT": "1/hour", "DEBUG": "false", "SECRET_KEY": "deploy-test"}
+    server = upstream(connection)
+    drop_database(server, database)
+    with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        migrated = manage("migrate", "--no-input", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+        token = shell(
+            "from django.contrib.auth.models import User\n"
+            "from rest_framework.authtoken.models import Token\n"
+            "print(Token.objects.create(user=User.objects.create_user('erin')).key)",
+            env,
+        )
+        port = free_port()
+        gunicorn = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+            + ["--workers", "1", "--no-control-socket"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Token {token}"}
+        try:
+            wait_until_serving(gunicorn, f"{base}/healthz")
+            searched = fetch(f"{base}/api/search?query=renewal", auth)
+            refused = fetch(f"{base}/api/search?query=renewal", auth)
+            ready = fetch(f"{base}/readyz")
+        finally:
+            gunicorn.terminate()
+            gunicorn.wait(30)
+    finally:
+        drop_database(server, database)
+
+    assert searched[0] == 200 and json.loads(searched[2])["total"] == 0  # Erin is on no team yet
+    assert refused[0] == 429 and int(refused[1]["Retry-After"]) > 0
+    assert json.loads(refused[2])["error"]["code"] == "throttled"
+    assert ready[0] == 200 and json.loads(ready[2])["checks"]["database"] == "ok"

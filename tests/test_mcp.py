@@ -17,6 +17,7 @@ end; each server is started once per module.
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from backlog.services import import_records
 from mcp_bridge import server
 from search import service
 from search.indexing.vectors import embed_pending
+from search.models import RateCount
 
 from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
 from .fuzzing import FUZZ, leak, names_what_was_wrong, params_for, tally
@@ -515,6 +517,42 @@ def test_stdio_from_a_file_is_served_by_the_sdk_s_own_transport(alice_token, tmp
     # the handshake, which it answers inline, shows that it served.
     answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.decode().splitlines())}
     assert answers[1]["result"]["serverInfo"]["name"] == "qa-search", done.stderr.decode()[-2000:]
+
+
+@pytest.fixture(scope="module")
+def dana(alice_token, django_db_blocker):
+    """Dana reads every product through her own agent: a user of her own, so
+    that her search budget is hers alone."""
+    with django_db_blocker.unblock():
+        user = seeing_all_products(get_user_model().objects.create_user("dana"))
+    yield user
+    with django_db_blocker.unblock():
+        RateCount.objects.filter(user_id=user.pk).delete()
+        user.delete()
+
+
+def test_a_call_past_the_search_budget_is_a_tool_error_that_says_when_to_ask_again(alice_token, dana):
+    """`mcp --user dana` over stdio, allowed two searches an hour (an hour, not
+    a minute: no window's edge falls between the three calls)."""
+    _, database = alice_token
+    limited = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--user", "dana"],
+        cwd=str(ROOT),
+        env={**server_env(database), "SEARCH_RATE_LIMIT": "2/hour"},
+    )
+
+    async def session():
+        async with Client(limited) as client:
+            return [await client.call_tool("search", {"query": "renewal", "mode": "keyword"}) for _ in range(3)]
+
+    first, second, third = anyio.run(session)
+
+    assert not first.is_error and not second.is_error and first.structured_content["results"]
+    assert third.is_error
+    text = third.content[0].text
+    assert re.fullmatch(r"Too many searches: 2/hour per user \(SEARCH_RATE_LIMIT\)\. Try again in \d+ s\.", text)
+    assert third.structured_content == {"error": {"code": "throttled", "message": text}}  # REST's body
 
 
 # -- fuzzing: anything a model may send, through a real client session ----------------------

@@ -1,4 +1,4 @@
-"""The cache table (settings.CACHES: the rate limit's counts, shared by every
+"""The cache table (settings.CACHES: readyz's coverage figure, shared by every
 process), made by `migrate` like every other table, so that the standard
 deployment (`migrate`, then the WSGI app) has it. `createcachetable` skips a
 table that exists (one made by an earlier `serve`)."""

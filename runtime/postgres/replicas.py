@@ -16,9 +16,10 @@ Where a read goes (`read_alias`):
   picked at random among those that are; else the primary.
 
 Only the records' and the index's apps are replicated reads. Sessions,
-users and tokens, and the cache table the rate limit counts in, are read
-from the primary: a login or a count must see the write just made, even if
-it was made by another request a millisecond ago.
+users and tokens, and the cache table, are read from the primary, and the
+rate limit counts on the primary's connection itself (search.ratelimit):
+a login or a count must see the write just made, even if it was made by
+another request a millisecond ago.
 
 How far behind a replica is, is asked at most every LAG_CHECK_SECONDS per
 process (`lag`): two small queries, not one per request.
