@@ -2,7 +2,8 @@
 
 One env-driven file: every setting that differs between machines is read
 from an environment variable through the typed helpers below, and every such
-variable is listed in the README's "Configuration" table.
+variable is listed in docs/settings.md (the README names the dozen an
+operator sets).
 """
 
 import os

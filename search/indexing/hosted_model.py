@@ -115,7 +115,8 @@ class OpenAIEmbeddingProvider:
             raise EmbeddingError(
                 f"Model {self.model!r} returned {'/'.join(map(str, sorted(lengths)))}-dimension vectors but "
                 f"EMBEDDING_DIMENSIONS is {self.dimensions}; set EMBEDDING_DIMENSIONS to match the model "
-                f"(the vector column size follows it)."
+                f"(the index stores vectors of search.models.EMBEDDING_DIMENSIONS, 384: a model of another size "
+                f"needs a migration of search_document.embedding)."
             )
         return l2_normalise(np.array(vectors, dtype=np.float32))
 
