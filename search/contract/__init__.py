@@ -73,7 +73,6 @@ from search.contract.types import (
 )
 
 
-
 def without_null(prop: dict) -> dict:
     """One property of a request model's JSON Schema with `X | None` as `X` (and no null default):
     leaving a parameter out is how a query string or a tool call says None. REST's OpenAPI
