@@ -345,3 +345,25 @@ def test_the_products_parameter_follows_the_rule_of_product_in_the_query(backlog
         why = str(as_field.value).removeprefix(f"query: product:{unknown}: ")
         assert str(as_parameter.value) == f"products: {why}"
         assert why.startswith(f'"{unknown}" is not the key or name of a product you can see: PRD-1 (Tramline Mobile)')
+
+
+@pytest.mark.parametrize(
+    "filterset, own",
+    [("FeatureFilter", set()), ("QATestFilter", set()), ("BugFilter", {"test", "duplicate_of"})],
+)
+def test_the_record_lists_filter_by_the_search_filters_names(filterset, own):
+    """One vocabulary (search.query.filters.FILTERS): a record list's filter is a search
+    filter of the same name, and every search filter its records have, the list has."""
+    from api import filters as list_filters
+    from search.query.filters import FILTERS
+
+    names = set(getattr(list_filters, filterset).base_filters) - own
+    model = getattr(list_filters, filterset)._meta.model
+    columns = {field.name for field in model._meta.get_fields()}
+    applicable = {
+        param
+        for param, spec in FILTERS.items()
+        if param != "entities" and (spec.kind not in ("token", "key") or spec.column.removesuffix("_id") in columns)
+    }
+    assert names <= set(FILTERS), f"{filterset} has filters search does not name: {names - set(FILTERS)}"
+    assert applicable <= names, f"{filterset} lacks search filters: {applicable - names}"
