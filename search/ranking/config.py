@@ -86,8 +86,12 @@ def _problem(name: str, value) -> str:
     fields = RankingConfig.model_fields
     if name not in fields:
         return f"SEARCH_RANKING names {name!r}, which is not a ranking constant; they are: {', '.join(fields)}."
-    default = json.dumps(fields[name].default)
-    return f"SEARCH_RANKING sets {name} to {value!r}; it must be {allowed(name)} (default {default})."
+    return f"SEARCH_RANKING sets {name} to {value!r}; it must be {allowed(name)} (default {default_json(name)})."
+
+
+def default_json(name: str) -> str:
+    """A field's default as SEARCH_RANKING would write it: "200", "[0.1, 0.2, 0.6, 1.0]"."""
+    return json.dumps(RankingConfig.model_fields[name].default)
 
 
 def allowed(name: str) -> str:
