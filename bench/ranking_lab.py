@@ -1,16 +1,19 @@
 """Ranking variants side by side on a kept evaluation database.
 
 `search_eval` loads and embeds a judged set on every run; a ranking idea is
-a setting, so this answers the set's queries again on a database
-`search_eval --keep-db` left behind, once per variant, in one process:
+a ranking constant (search/ranking/config.py), so this answers the set's
+queries again on a database `search_eval --keep-db` left behind, once per
+variant, in one process:
 
     .venv/bin/python manage.py search_eval ../shared/eval/qa-public --keep-db \\
         --database-name search_eval_lab_qa_public
     .venv/bin/python bench/ranking_lab.py ../shared/eval/qa-public search_eval_lab_qa_public \\
-        --variant now --variant 'k10:SEARCH_RRF_K=10'
+        --variant now --variant 'k10:rrf_k=10'
 
-A variant is `name` or `name:SETTING=value,SETTING=value` (values are read
-as Python literals where they parse, strings otherwise). Prints nDCG@10 per
+A variant is `name` or `name:field=value,field=value`: ranking constants
+(docs/settings.md#ranking-constants) set on top of SEARCH_RANKING, like
+`flat:title_boost=0,rank_weights=0.1,0.2,0.6,0.6`; values are read as
+Python literals where they parse, strings otherwise. Prints nDCG@10 per
 mode and query type, one column per variant; `--json` keeps every query's
 scores for a closer look.
 """
@@ -18,6 +21,7 @@ scores for a closer look.
 import argparse
 import ast
 import json
+import re
 from pathlib import Path
 
 import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
@@ -26,7 +30,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 def variant(text: str) -> tuple[str, dict]:
     name, _, assignments = text.partition(":")
     overrides = {}
-    for assignment in filter(None, assignments.split(",")):
+    for assignment in filter(None, re.split(r",(?=\s*\w+\s*=)", assignments)):  # a value may hold commas
         key, _, value = assignment.partition("=")
         try:
             overrides[key.strip()] = ast.literal_eval(value.strip())
@@ -50,6 +54,14 @@ def main() -> None:
 
     from search.evaluation.runner import EngineRanking, evaluate
     from search.evaluation.sets import load_judged_set
+    from search.ranking import config
+
+    rankings = {name: {**settings.SEARCH_RANKING, **overrides} for name, overrides in args.variant}
+    for name, ranking in rankings.items():
+        try:
+            config.build(ranking)
+        except config.RankingConfigError as exc:
+            parser.error(f"variant {name}: {exc}")
 
     if not args.database.startswith("search_eval_"):
         parser.error("the database must be one search_eval kept (search_eval_...)")
@@ -58,8 +70,8 @@ def main() -> None:
     judged_set = load_judged_set(args.folder)
     modes = [mode for mode in args.modes.split(",") if mode]
     reports = {}
-    for name, overrides in args.variant:
-        with override_settings(**overrides):
+    for name, ranking in rankings.items():
+        with override_settings(SEARCH_RANKING=ranking):
             reports[name] = evaluate(judged_set, EngineRanking(), modes)
     names = list(reports)
     print(f"{judged_set.name}: nDCG@10")

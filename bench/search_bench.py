@@ -44,7 +44,7 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.test.utils import setup_databases, teardown_databases
+from django.test.utils import override_settings, setup_databases, teardown_databases
 from peers import Filters, Fts5, icontains
 
 from backlog.demo import generate
@@ -313,16 +313,13 @@ def ef_sweep(bench_vectors: list[np.ndarray], values: list[int], rounds: int) ->
     with connection.cursor() as cursor:
         cursor.execute("SELECT title FROM search_document ORDER BY md5(id::text) LIMIT 170")
         titles = [provider.embed_query(row[0]) for row in cursor.fetchall()]
-    rows, default = [], settings.SEARCH_HNSW_EF_SEARCH
-    try:
-        for ef in values:
-            settings.SEARCH_HNSW_EF_SEARCH = ef
+    rows = []
+    for ef in values:
+        with override_settings(SEARCH_RANKING={**settings.SEARCH_RANKING, "hnsw_ef_search": ef}):
             times, _, bench_recall = semantic_recall(bench_vectors, rounds)
             _, _, title_recall = semantic_recall(titles, 1)
-            n, m = len(bench_vectors), len(titles)
-            rows.append((ef, bench_recall, (bench_recall * n + title_recall * m) / (n + m), times))
-    finally:
-        settings.SEARCH_HNSW_EF_SEARCH = default
+        n, m = len(bench_vectors), len(titles)
+        rows.append((ef, bench_recall, (bench_recall * n + title_recall * m) / (n + m), times))
     return rows
 
 

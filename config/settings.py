@@ -6,6 +6,7 @@ variable is listed in docs/settings.md (the README names the dozen an
 operator sets).
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r}: use true or false.")
 
 
-def _envnumber(name: str, default, parse, what: str):
+def _envparsed(name: str, default, parse, what: str):
     value = os.environ.get(name)
     try:
         return default if value in (None, "") else parse(value)
@@ -60,15 +61,19 @@ def local_secret_key(folder: Path) -> str:
 
 
 def envint(name: str, default: int) -> int:
-    return _envnumber(name, default, int, "a whole number")
+    return _envparsed(name, default, int, "a whole number")
 
 
 def envfloat(name: str, default: float) -> float:
-    return _envnumber(name, default, float, "a number")
+    return _envparsed(name, default, float, "a number")
 
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in envstr(name, default).split(",") if item.strip()]
+
+
+def envjson(name: str, default):
+    return _envparsed(name, default, json.loads, "JSON")
 
 
 # Off unless asked for: with DEBUG on, an error page shows settings and SQL
@@ -296,16 +301,10 @@ EMBEDDING_DIMENSIONS = envint("EMBEDDING_DIMENSIONS", 384)
 EMBEDDING_API_TIMEOUT = envfloat("EMBEDDING_API_TIMEOUT", 30.0)
 EMBEDDING_API_BATCH = envint("EMBEDDING_API_BATCH", 64)
 
-# Ranking (search/operations/search.py, search/ranking/keyword.py and search/ranking/semantic.py explain each).
-SEARCH_RRF_K = envint("SEARCH_RRF_K", 20)
-# Hybrid's pseudo-relevance feedback: the semantic arm runs again from the
-# query's vector plus SEARCH_FEEDBACK_WEIGHT x the mean vector of the first
-# fusion's best SEARCH_FEEDBACK_DOCS records (0 turns it off), and its list is
-# fused as a third one, weighted like the semantic arm x SEARCH_FEEDBACK_LIST_WEIGHT.
-# docs/benchmarks.md has the measurements.
-SEARCH_FEEDBACK_DOCS = envint("SEARCH_FEEDBACK_DOCS", 1)
-SEARCH_FEEDBACK_WEIGHT = envfloat("SEARCH_FEEDBACK_WEIGHT", 2.0)
-SEARCH_FEEDBACK_LIST_WEIGHT = envfloat("SEARCH_FEEDBACK_LIST_WEIGHT", 1.0)
+# The ranking's constants are not settings: search/ranking/config.py holds them,
+# with the measured defaults. An evaluation run may override some by name with
+# SEARCH_RANKING, a JSON object like {"rrf_k": 10} (docs/settings.md#ranking-constants).
+SEARCH_RANKING = envjson("SEARCH_RANKING", {})
 # A second stage (search/ranking/rerank.py): off unless SEARCH_RERANKER=hosted and an
 # endpoint speaking the Cohere-style /rerank API is named.
 SEARCH_RERANKER = envstr("SEARCH_RERANKER", "")
@@ -313,13 +312,6 @@ SEARCH_RERANK_API_URL = envstr("SEARCH_RERANK_API_URL", "")
 SEARCH_RERANK_MODEL = envstr("SEARCH_RERANK_MODEL", "")
 SEARCH_RERANK_API_KEY = envstr("SEARCH_RERANK_API_KEY", "")
 SEARCH_RERANK_TIMEOUT = envfloat("SEARCH_RERANK_TIMEOUT", 5.0)
-SEARCH_RERANK_DEPTH = envint("SEARCH_RERANK_DEPTH", 30)
-SEARCH_RERANK_CHARS = envint("SEARCH_RERANK_CHARS", 1000)
-# Below this share of the query held by the best keyword match, the keyword arm's vote shrinks (engine._weights).
-SEARCH_WEAK_COVERAGE = envfloat("SEARCH_WEAK_COVERAGE", 0.33)
-SEARCH_KEYWORD_WEIGHT = envfloat("SEARCH_KEYWORD_WEIGHT", 1.0)
-SEARCH_SEMANTIC_WEIGHT = envfloat("SEARCH_SEMANTIC_WEIGHT", 1.0)
-SEARCH_ARM_DEPTH = envint("SEARCH_ARM_DEPTH", 200)
 # The most records an export (format=csv or jsonl) holds: the keyword arm ranks
 # this deep for it (search.operations.export); past it the response says X-Export-Truncated.
 EXPORT_MAX_ROWS = envint("EXPORT_MAX_ROWS", 5000)
@@ -333,17 +325,6 @@ SAVED_SEARCH_WEBHOOK_RECORDS = envint("SAVED_SEARCH_WEBHOOK_RECORDS", 100)
 SAVED_SEARCH_WEBHOOK_PRIVATE = envbool("SAVED_SEARCH_WEBHOOK_PRIVATE", False)
 # Seconds between two runs of `notify_saved_searches --watch` under `serve`.
 SAVED_SEARCH_NOTIFY_SECONDS = envint("SAVED_SEARCH_NOTIFY_SECONDS", 60)
-SEARCH_SEMANTIC_DEPTH = envint("SEARCH_SEMANTIC_DEPTH", 100)
-SEARCH_HNSW_EF_SEARCH = envint("SEARCH_HNSW_EF_SEARCH", 400)
-SEARCH_EXACT_LIMIT = envint("SEARCH_EXACT_LIMIT", 3000)
-SEARCH_SAMPLE_MATCHES = envint("SEARCH_SAMPLE_MATCHES", 400)
-SEARCH_RECENT_CANDIDATES = envint("SEARCH_RECENT_CANDIDATES", 300)
-SEARCH_RELAX_BELOW = envint("SEARCH_RELAX_BELOW", 5)
-SEARCH_TITLE_BOOST = envfloat("SEARCH_TITLE_BOOST", 1.0)
-SEARCH_RECENCY_WEIGHT = envfloat("SEARCH_RECENCY_WEIGHT", 0.02)
-SEARCH_RECENCY_HALF_LIFE = envfloat("SEARCH_RECENCY_HALF_LIFE", 365.0)
-SEARCH_RANK_NORMALIZATION = envint("SEARCH_RANK_NORMALIZATION", 1)
-SEARCH_RANK_WEIGHTS = envstr("SEARCH_RANK_WEIGHTS", "0.1,0.2,0.6,1.0")
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(envstr("STATIC_ROOT", str(BASE_DIR / "staticfiles")))

@@ -196,7 +196,7 @@ def test_jsonl_is_the_interchange_format_and_imports_back_to_the_same_records(co
     assert [again[key] for key in keys] == [stored[key] for key in keys]
 
 
-@override_settings(SEARCH_ARM_DEPTH=4)
+@override_settings(SEARCH_RANKING={"arm_depth": 4})
 def test_past_the_searchs_depth_the_export_goes_on_with_the_further_keyword_matches(corpus, bob):
     as_bob = client_with_token(bob)
     paged = all_pages({"query": "renewal", "mode": "keyword"}, bob)

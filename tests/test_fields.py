@@ -277,7 +277,7 @@ def test_a_listing_leaves_out_excluded_words_and_pages_with_its_cursor(backlog):
 
 
 def test_a_listing_past_the_exact_limit_is_counted_from_a_sample(backlog, settings):
-    settings.SEARCH_EXACT_LIMIT = 2
+    settings.SEARCH_RANKING = {"exact_limit": 2}
 
     response = search(SearchRequest(query="kind:bug", mode="keyword", detail="full"))
 

@@ -36,9 +36,9 @@ def keys(response) -> list[str]:
 
 def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(embedded, settings):
     query = "my bill shows the wrong sales levy"
-    settings.SEARCH_FEEDBACK_DOCS = 0
+    settings.SEARCH_RANKING = {"feedback_docs": 0}
     without = run(query, mode="hybrid")
-    settings.SEARCH_FEEDBACK_DOCS = 1
+    settings.SEARCH_RANKING = {"feedback_docs": 1}
     with_feedback = run(query, mode="hybrid")
     first = with_feedback.results[0].scores
     # The second pass starts near the first record, and the list it gives is fused as a third one.
@@ -90,7 +90,7 @@ def reranker(settings, monkeypatch):
         settings.SEARCH_RERANKER = "hosted"
         settings.SEARCH_RERANK_API_URL = server.url
         settings.SEARCH_RERANK_API_KEY = "sk-test"
-        settings.SEARCH_RERANK_DEPTH = 4
+        settings.SEARCH_RANKING = {"rerank_depth": 4}
         yield server
 
 
@@ -149,7 +149,7 @@ def test_the_feedback_vector_is_the_normalised_sum(embedded, settings):
     from django.db import connection
 
     from search.query.scope import build_scope
-    from search.ranking import semantic
+    from search.ranking import config, semantic
 
     request = SearchRequest(query="tax amount wrong")
     scope = build_scope(request, None)
@@ -159,16 +159,16 @@ def test_the_feedback_vector_is_the_normalised_sum(embedded, settings):
     with connection.cursor() as cursor:
         cursor.execute("SELECT embedding::text FROM search_document WHERE id = %s", [top])
         stored = np.asarray(json.loads(cursor.fetchone()[0]))
-    expected = first.vector + settings.SEARCH_FEEDBACK_WEIGHT * stored
+    expected = first.vector + config.current().feedback_weight * stored
     expected /= np.linalg.norm(expected)
     assert dict(again.ranked)[top] == pytest.approx(float(expected @ stored), abs=2e-3)
 
 
 def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, settings):
-    settings.SEARCH_SEMANTIC_DEPTH = 3  # short lists, so the second pass brings records the first did not
-    settings.SEARCH_FEEDBACK_DOCS = 0
+    # Short lists, so the second pass brings records the first did not.
+    settings.SEARCH_RANKING = {"semantic_depth": 3, "feedback_docs": 0}
     first = run("my bill shows the wrong sales levy", limit=100)
-    settings.SEARCH_FEEDBACK_DOCS = 1
+    settings.SEARCH_RANKING = {"semantic_depth": 3, "feedback_docs": 1}
     response = run("my bill shows the wrong sales levy", limit=100, include_facets=True)
     added = [hit for hit in response.results if hit.scores.feedback_rank and not hit.scores.semantic_rank]
     assert added and not any(hit.scores.keyword_rank for hit in added)  # only the feedback list has them

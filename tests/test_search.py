@@ -158,10 +158,10 @@ def test_and_relaxes_to_or_when_nothing_has_every_word(corpus):
 
 
 def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(corpus, settings):
-    # With EXACT_LIMIT 1, "renewal" (six records) is broad; "qqxyz" matches
+    # With exact_limit 1, "renewal" (six records) is broad; "qqxyz" matches
     # nothing, so the rarer-terms candidates are empty and the recent
     # matches must fill the page.
-    settings.SEARCH_EXACT_LIMIT = 1
+    settings.SEARCH_RANKING = {"exact_limit": 1}
     response = run("renewal qqxyz", mode="keyword", entities=["bug"])
 
     assert set(keys(response)) == {"BUG-1", "BUG-2", "BUG-3", "BUG-6"}
@@ -179,8 +179,7 @@ def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(co
 )
 def test_broad_match_sets_rank_like_the_exact_path(corpus, settings, sample, exact):
     exact_path = run("renew", mode="keyword")
-    settings.SEARCH_EXACT_LIMIT = 1  # every query with two or more matches is broad
-    settings.SEARCH_SAMPLE_MATCHES = sample
+    settings.SEARCH_RANKING = {"exact_limit": 1, "sample_matches": sample}  # every query with 2+ matches is broad
 
     broad = run("renew", mode="keyword")
 
@@ -263,7 +262,7 @@ def test_under_filters_a_word_common_in_scope_is_taken_as_typed(months_of_bugs, 
     assert import_records(jsonl(bug("BUG-900", "Freezer door", product="PRD-5", severity="high")).splitlines())
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE search_document")
-    settings.SEARCH_ARM_DEPTH = depth
+    settings.SEARCH_RANKING = {"arm_depth": depth}
 
     response = run("freeze", mode="keyword", severity=["high"], limit=100)
 
@@ -275,8 +274,7 @@ def test_under_filters_a_word_common_in_scope_is_taken_as_typed(months_of_bugs, 
 def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(months_of_bugs, settings):
     from search.ranking.statistics import recent_months
 
-    settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_RECENT_CANDIDATES = 4
+    settings.SEARCH_RANKING = {"exact_limit": 1, "recent_candidates": 4}
     crashes = [r for r in months_of_bugs if r["title"].startswith("Crash")]
     newest = sorted(crashes, key=lambda r: r["updated_at"])[-4:]
 
@@ -290,8 +288,7 @@ def test_a_broad_query_takes_the_most_recent_matches_through_the_month_tokens(mo
 
 
 def test_a_query_matching_everything_walks_down_the_newest(months_of_bugs, settings):
-    settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_RECENT_CANDIDATES = 10
+    settings.SEARCH_RANKING = {"exact_limit": 1, "recent_candidates": 10}
     newest = sorted(months_of_bugs, key=lambda r: r["updated_at"])[-10:]
 
     response = run("number", mode="keyword", limit=100, entities=["bug"])
@@ -304,8 +301,8 @@ def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, s
 
     from search.indexing.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 
-    settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_SAMPLE_MATCHES = 128  # about 512 matches expected: about the first 64 buckets of 256
+    # About 512 matches expected: about the first 64 buckets of 256.
+    settings.SEARCH_RANKING = {"exact_limit": 1, "sample_matches": 128}
 
     response = run("number", mode="keyword", entities=["bug"], include_facets=True)
 
@@ -347,8 +344,7 @@ def test_records_updated_at_the_same_moment_are_taken_by_id(db, settings):
     assert import_records(jsonl(*records).splitlines()).written
     for i in random.Random(3).sample(range(20), 20):  # stored again, in another order
         Bug.objects.filter(key=f"BUG-{i}").update(updated_at=same)
-    settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_RECENT_CANDIDATES = 5
+    settings.SEARCH_RANKING = {"exact_limit": 1, "recent_candidates": 5}
 
     response = run("crash ", mode="keyword", entities=["bug"], limit=100)
 
@@ -359,7 +355,7 @@ def test_a_sample_sized_from_too_low_an_estimate_is_taken_again_smaller(months_o
     from search.query.scope import Scope
     from search.ranking.sampling import sample_matches
 
-    settings.SEARCH_SAMPLE_MATCHES = 64
+    settings.SEARCH_RANKING = {"sample_matches": 64}
     # Told to expect 10 matches, it would read all 512; it stops at 257 and
     # samples 32 buckets of 256 instead.
     total, facets, exact = sample_matches("'number'", Scope(), expected=10)
@@ -370,8 +366,7 @@ def test_a_sample_sized_from_too_low_an_estimate_is_taken_again_smaller(months_o
 
 
 def test_a_filter_that_leaves_few_matches_takes_a_larger_sample(months_of_bugs, settings):
-    settings.SEARCH_EXACT_LIMIT = 1
-    settings.SEARCH_SAMPLE_MATCHES = 64
+    settings.SEARCH_RANKING = {"exact_limit": 1, "sample_matches": 64}
     after = "2025-08-24T00:00:00+00:00"
     late = [r for r in months_of_bugs if r["updated_at"] >= after]
 
@@ -387,7 +382,7 @@ def test_a_filter_that_leaves_few_matches_takes_a_larger_sample(months_of_bugs, 
 def test_a_last_word_that_fills_the_candidate_list_is_taken_as_typed(corpus, settings):
     # "pay" is a word of TEST-1 and the start of "payment" (BUG-1).
     assert run("pay", mode="keyword").total == 2
-    settings.SEARCH_ARM_DEPTH = 1  # "pay" alone fills it
+    settings.SEARCH_RANKING = {"arm_depth": 1}  # "pay" alone fills it
     assert keys(run("pay", mode="keyword")) == ["TEST-1"]
     assert run("pay", mode="keyword").total == 1
 
@@ -395,7 +390,7 @@ def test_a_last_word_that_fills_the_candidate_list_is_taken_as_typed(corpus, set
 def test_filtered_searches_keep_the_last_word_a_prefix(corpus, settings):
     # "pay" fills the candidate list corpus-wide (TEST-1), but among bugs only
     # its completion "payment" (BUG-1) matches: what others hold must not decide.
-    settings.SEARCH_ARM_DEPTH = 1
+    settings.SEARCH_RANKING = {"arm_depth": 1}
 
     assert keys(run("pay", mode="keyword", entities=["bug"])) == ["BUG-1"]
 
@@ -790,7 +785,7 @@ def test_a_selective_filter_fills_the_page_through_the_vector_index(db, settings
         )
         cursor.execute("ANALYZE search_document")
         cursor.execute("SET enable_seqscan = off")  # rolled back with the test's transaction
-    settings.SEARCH_HNSW_EF_SEARCH = 10
+    settings.SEARCH_RANKING = {"hnsw_ef_search": 10}
     fixed = {f"BUG-{i}" for i in range(0, 400, 80)}
 
     response = run("a report of anything", mode="semantic", status=["fixed"])

@@ -18,14 +18,12 @@ bands and what they were measured to mean on the judged sets.
 import math
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
-
 from search import db
 from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
 from search.indexing.embeddings import active_model_id, document_text
 from search.indexing.health import index_health
 from search.query.scope import Filters, Scope, build_scope
-from search.ranking import fusion, more_like_this, pipeline, semantic, statistics
+from search.ranking import config, fusion, more_like_this, pipeline, semantic, statistics
 from search.ranking.rows import ArmResult
 
 # The draft's text the model reads: about 90 tokens of its 256 (docs/duplicates.md: the
@@ -39,7 +37,7 @@ SHARED_WORDS_SHOWN = 8
 def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
     products = (request.product,) if request.product else ()
     scope = build_scope(Filters(entities=("bug",), products=products, feature=request.feature), user)
-    plan = DraftPlan(request.title, request.body(), request.mode, settings.SEARCH_ARM_DEPTH)
+    plan = DraftPlan(request.title, request.body(), request.mode, config.current().arm_depth)
     ranking = pipeline.rank(plan, scope)
     page = ranking.order()[: request.limit]
     return DuplicateCheckResponse(

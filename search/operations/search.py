@@ -7,8 +7,6 @@ words (search.query.parse); a SearchPlan tells search.ranking.pipeline how to ra
 search.operations.respond builds the page.
 """
 
-from django.conf import settings
-
 from search import db
 from search.contract import IndexHealth, SearchError, SearchRequest, SearchResponse
 from search.indexing.health import index_health
@@ -16,7 +14,7 @@ from search.operations.respond import Found, match_set, ordered, respond, words_
 from search.query import fields
 from search.query.parse import ParsedQuery, QuerySyntaxError, parse
 from search.query.scope import Scope, build_scope
-from search.ranking import browse, fusion, keyword, pipeline, semantic, statistics, typos
+from search.ranking import browse, config, fusion, keyword, pipeline, semantic, statistics, typos
 from search.ranking.rows import ArmResult
 
 
@@ -29,7 +27,7 @@ def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple
     the total the response would say; whether it is exact).
 
     First the list paging with next_cursor walks through, in that order; then,
-    when the keyword arm matched more than SEARCH_ARM_DEPTH records, its
+    when the keyword arm matched more than arm_depth records, its
     further matches (from a keyword pass `depth` deep) in keyword order: an
     export wants every match, not the best few hundred, and its first records
     must be the ones the page showed. With sort=recent the whole list is
@@ -37,7 +35,7 @@ def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple
     found, _, _ = _find(request, user)
     total, exact, _ = match_set(found)
     listed = ordered(found)
-    if depth and found.keyword is not None and found.keyword.total > settings.SEARCH_ARM_DEPTH:
+    if depth and found.keyword is not None and found.keyword.total > config.current().arm_depth:
         deeper, _, _ = _find(request.model_copy(update={"mode": "keyword"}), user, depth)
         more = [candidate for candidate in ordered(deeper) if candidate.id not in found.candidates]
         listed += more
@@ -48,7 +46,7 @@ def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple
 
 def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth, str]:
     """Both arms, fused and boosted: what the search found, the index's health and
-    the query to highlight. `depth`: the keyword arm's, instead of SEARCH_ARM_DEPTH."""
+    the query to highlight. `depth`: the keyword arm's, instead of arm_depth."""
     scope = build_scope(request, user)
     # In simple mode, `severity:critical`-like fields narrow the scope; the words left are the query.
     fielded = fields.read(request.query, request.match_mode, scope.products)
@@ -60,7 +58,7 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
     health = index_health(scope.products)
     if fielded.filters and not parsed.terms:
         return _listing(request, fielded, parsed, scope, health)
-    plan = SearchPlan(request, text, parsed, health, _key_lookup(text, scope), depth or settings.SEARCH_ARM_DEPTH)
+    plan = SearchPlan(request, text, parsed, health, _key_lookup(text, scope), depth or config.current().arm_depth)
     ranking = pipeline.rank(plan, scope)
     corrected = plan.corrected
     highlight = (ranking.keyword.query if ranking.keyword else "") or plan.parsed.any_of()
@@ -113,9 +111,8 @@ class SearchPlan(pipeline.Plan):
         return fusion.weights(self.text, keyword.coverage(keyword_result, self.parsed, self.stats))
 
     def semantic_depth(self, mode: str) -> int:
-        if mode == "semantic":
-            return settings.SEARCH_ARM_DEPTH
-        return min(settings.SEARCH_ARM_DEPTH, settings.SEARCH_SEMANTIC_DEPTH)
+        constants = config.current()
+        return constants.arm_depth if mode == "semantic" else min(constants.arm_depth, constants.semantic_depth)
 
     def semantic_arm(self, scope: Scope, keyword_result: ArmResult | None, depth: int) -> ArmResult:
         # A corrected query feeds both arms: the model reads "payment", not "paymnt".
@@ -128,7 +125,7 @@ def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuer
     excluded = " | ".join(f"({term.tsquery})" for term in parsed.excluded if term.tsquery)
     if excluded:
         scope = scope.narrowed("NOT (d.search_vector @@ %(scope_excluded)s::tsquery)", scope_excluded=excluded)
-    listed = browse.newest(scope, settings.SEARCH_ARM_DEPTH)
+    listed = browse.newest(scope, config.current().arm_depth)
     candidates = fusion.fuse(listed, None)
     found = Found(
         request.query,
@@ -146,12 +143,12 @@ def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuer
 def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None, depth: int):
     """The keyword arm, retried with the corrected query when a word matches
     no record, or replaced by the closest titles when the words found fewer
-    than SEARCH_RELAX_BELOW records: (the arm, the query it ran, the
+    than relax_below records: (the arm, the query it ran, the
     corrected text or None, that query's statistics)."""
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
     typo_possible = result is not None and parsed.raw is None and key_match is None
-    few = typo_possible and result.total < settings.SEARCH_RELAX_BELOW
+    few = typo_possible and result.total < config.current().relax_below
     # A word no record has is worth correcting however many records the others find.
     if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):
         return result, parsed, None, stats

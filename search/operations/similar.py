@@ -7,8 +7,6 @@ vector; the ranked list itself is the answer (search.operations.respond).
 
 import json
 
-from django.conf import settings
-
 from search import db
 from search.contract import NotFound, SearchResponse, SimilarRequest
 from search.indexing.embeddings import active_model_id, unavailable_reason
@@ -16,7 +14,7 @@ from search.indexing.health import index_health
 from search.operations.respond import Found, respond
 from search.query.parse import parse
 from search.query.scope import Scope, build_scope
-from search.ranking import more_like_this, pipeline, semantic
+from search.ranking import config, more_like_this, pipeline, semantic
 from search.ranking.rows import ArmResult
 
 
@@ -64,7 +62,7 @@ class SimilarPlan(pipeline.Plan):
     fill_awaiting = False
 
     def __init__(self, request: SimilarRequest, doc_id, title, body, vector_text, model_id):
-        self.mode, self.key, self.depth = request.mode, request.key, settings.SEARCH_ARM_DEPTH
+        self.mode, self.key, self.depth = request.mode, request.key, config.current().arm_depth
         self.doc_id, self.title, self.body = doc_id, title, body
         self.vector_text, self.model_id = vector_text, model_id
         self.boost_title = title

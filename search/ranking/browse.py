@@ -3,18 +3,16 @@
 No words rank anything and no meaning can be compared, so the answer is a
 listing of the scope, newest created first, in every mode and either sort:
 the `depth` newest records (a walk down the created_at index), counted and
-faceted exactly up to SEARCH_EXACT_LIMIT and from a uniform sample beyond
+faceted exactly up to exact_limit and from a uniform sample beyond
 (search.ranking.sampling over the kind tokens, which every record has), so a
 listing visits a bounded number of rows however many records the filters keep.
 """
-
-from django.conf import settings
 
 from search import db
 from search.indexing.sql import tokens_for, tokens_tsquery
 from search.models import Kind
 from search.query.scope import Scope
-from search.ranking import facets, sampling, statistics
+from search.ranking import config, facets, sampling, statistics
 from search.ranking.rows import ArmResult, best_rows_json, info_columns, info_params, parse_ranked, ranked_json
 
 # Every record has one of these: a listing's "match everything" for the sampler.
@@ -24,13 +22,13 @@ ANY_KIND = tokens_tsquery(tokens_for("kind", Kind.values))
 def newest(scope: Scope, depth: int) -> ArmResult:
     """The newest `depth` records of `scope`, newest first, with the count and facets of all of them.
 
-    Up to SEARCH_EXACT_LIMIT records, one pass over them counts, facets and
+    Up to exact_limit records, one pass over them counts, facets and
     orders them. Past it the records are many (M of N), so a walk down the
     created_at index meets the newest `depth` of them after about
-    depth * N / M rows (at most depth * N / EXACT_LIMIT): bitmap scans are
+    depth * N / M rows (at most depth * N / exact_limit): bitmap scans are
     off for that statement, as the planner, misjudging how many records a
     product or date keeps, would rather read every one of them and sort."""
-    cap = settings.SEARCH_EXACT_LIMIT
+    cap = config.current().exact_limit
     params = {**scope.params, **info_params(), "cap": cap, "depth": depth}
     with db.cursor() as cursor:
         cursor.execute(

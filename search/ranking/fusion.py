@@ -1,26 +1,26 @@
 """Fusion: the arms' ranked lists into one, with each query's arm weights and the boosts.
 
-score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with k = SEARCH_RRF_K
+score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with k = rrf_k
 (20: measured better than the customary 60 on the public judged sets, see
-docs/benchmarks.md) and w the configured arm weights (SEARCH_KEYWORD_WEIGHT,
-SEARCH_SEMANTIC_WEIGHT) times this query's (`weights`); in hybrid, the
+docs/benchmarks.md) and w the configured arm weights (keyword_weight,
+semantic_weight) times this query's (`weights`); in hybrid, the
 semantic arm's second pass (semantic.feedback) adds
-w_sem * SEARCH_FEEDBACK_LIST_WEIGHT / (k + rank_feedback). Boosts, after
-fusion: a record whose title equals the query gets + SEARCH_TITLE_BOOST / k
+w_sem * feedback_list_weight / (k + rank_feedback). Boosts, after
+fusion: a record whose title equals the query gets + title_boost / k
 (as if one more arm ranked it first); recency multiplies the score by
-1 + SEARCH_RECENCY_WEIGHT * 0.5 ** (age in days / SEARCH_RECENCY_HALF_LIFE)
+1 + recency_weight * 0.5 ** (age in days / recency_half_life)
 (0.02 and 365: at most +2%, under the gap between neighbouring ranks at the
 top of an RRF list, so recency breaks near-ties and never buries a better
-match); a query that is a record key puts that record first.
+match); a query that is a record key puts that record first. The constants
+named here are fields of search.ranking.config.
 """
 
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.conf import settings
-
 from search.contract import ScoreDetail
+from search.ranking import config
 from search.ranking.rows import ArmResult, RowInfo, row_info
 
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
@@ -71,7 +71,7 @@ def weights(query: str, coverage: float) -> Weights:
     codes, abbreviations: AADSTS50105, SSR WCHR), asks for those exact
     tokens: meaning has nothing to add, so the semantic arm does not vote.
     Keyword evidence is weak when the best keyword match holds less than
-    SEARCH_WEAK_COVERAGE of what the query says (its idf-weighted share of the
+    weak_coverage of what the query says (its idf-weighted share of the
     query's known words, keyword.coverage): a paraphrase shares only common
     words with its answer, and the relaxed any-word list ranks noise. Below
     that share the keyword arm's weight falls with its square.
@@ -79,7 +79,7 @@ def weights(query: str, coverage: float) -> Weights:
     words = query.split()
     if KEY_QUERY.match(query) or (words and all(CODE.match(word) for word in words)):
         return Weights(1.0, 0.0)
-    weak = settings.SEARCH_WEAK_COVERAGE
+    weak = config.current().weak_coverage
     if weak and coverage < weak:
         return Weights(round((coverage / weak) ** 2, 4), 1.0)
     return Weights()
@@ -94,14 +94,15 @@ def fuse(
     """Reciprocal rank fusion; `query` is this query's Weights (evidence), on
     top of the configured ones. `feedback_result`, the semantic arm's second
     pass (semantic.feedback), is a third list with the semantic arm's weight
-    times SEARCH_FEEDBACK_LIST_WEIGHT."""
-    k = settings.SEARCH_RRF_K
+    times feedback_list_weight."""
+    constants = config.current()
+    k = constants.rrf_k
     query = query or Weights()
-    semantic = settings.SEARCH_SEMANTIC_WEIGHT * query.semantic
+    semantic = constants.semantic_weight * query.semantic
     weights = {
-        "keyword": settings.SEARCH_KEYWORD_WEIGHT * query.keyword,
+        "keyword": constants.keyword_weight * query.keyword,
         "semantic": semantic,
-        "feedback": semantic * settings.SEARCH_FEEDBACK_LIST_WEIGHT,
+        "feedback": semantic * constants.feedback_list_weight,
     }
     candidates: dict[int, Candidate] = {}
     arms = (("keyword", keyword_result), ("semantic", semantic_result), ("feedback", feedback_result))
@@ -150,8 +151,9 @@ def boost(
             candidates[doc_id].info = found[doc_id]
         else:
             del candidates[doc_id]
-    k = settings.SEARCH_RRF_K
-    title_boost = settings.SEARCH_TITLE_BOOST / k
+    constants = config.current()
+    k = constants.rrf_k
+    title_boost = constants.title_boost / k
     wanted = normalize_title(query) if query else None
     ends = (wanted.split(" ")[0], wanted.split(" ")[-1]) if wanted else ()
     # Ages count from today's midnight, not from this instant, so scores (and
@@ -160,8 +162,8 @@ def boost(
     for candidate in candidates.values():
         info = candidate.info
         if hybrid and not info.has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
-            lists = 1 + (settings.SEARCH_FEEDBACK_LIST_WEIGHT if feedback else 0)
-            share = settings.SEARCH_SEMANTIC_WEIGHT * lists / (k + candidate.keyword_rank)
+            lists = 1 + (constants.feedback_list_weight if feedback else 0)
+            share = constants.semantic_weight * lists / (k + candidate.keyword_rank)
             candidate.boosts["awaiting_embedding"] = round(share, 6)
             candidate.score += share
         # The substring tests spare normalizing titles that cannot be equal.
@@ -176,10 +178,11 @@ def boost(
 
 
 def _recency(candidate: Candidate, today: float) -> None:
-    weight = settings.SEARCH_RECENCY_WEIGHT
+    constants = config.current()
+    weight = constants.recency_weight
     if not weight:
         return
     age = max(today - candidate.info.updated, 0.0)
-    factor = 1 + weight * 0.5 ** (age / (settings.SEARCH_RECENCY_HALF_LIFE * 86400))
+    factor = 1 + weight * 0.5 ** (age / (constants.recency_half_life * 86400))
     candidate.boosts["recency"] = round(factor, 4)
     candidate.score *= factor

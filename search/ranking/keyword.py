@@ -5,12 +5,13 @@ search_vector, t), summed over the terms. ts_rank of a single term is a
 saturating, field-weighted term frequency (title A counts most, environment
 D least); idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) (search.ranking.statistics).
 
-Planning: all words must match; when fewer than SEARCH_RELAX_BELOW records
-have them all, any word may (rarest first). Ranking cost does not grow with
-the number of matches: up to SEARCH_EXACT_LIMIT matches, all of them are
-ranked, counted and faceted in one statement; past it the query is broad:
+Planning: all words must match; when fewer than relax_below records have
+them all, any word may (rarest first). Ranking cost does not grow with the
+number of matches: up to exact_limit matches, all of them are ranked,
+counted and faceted in one statement; past it the query is broad:
 candidates come from its rarer terms or its most recent matches, and total
-and facets are estimated from a sample (search.ranking.sampling).
+and facets are estimated from a sample (search.ranking.sampling). The
+constants (relax_below, exact_limit...) are search.ranking.config's.
 
 Invariant: filters and the access rule (the Scope) only remove rows, and
 they are inside every statement, never applied to a page afterwards.
@@ -18,12 +19,10 @@ they are inside every statement, never applied to a page afterwards.
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from search import db
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
-from search.ranking import facets, sampling, statistics
+from search.ranking import config, facets, sampling, statistics
 from search.ranking.rows import ArmResult, best_rows_json, info_params, parse_ranked
 
 
@@ -53,7 +52,7 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ArmResult | Non
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
         return rank(Plan(all_of, weighted, candidates, expected_any(terms, df, n)), scope, depth)
     result = rank(Plan(all_of, weighted, None, _expected_all(parsed, df, n)), scope, depth)
-    if result.total >= settings.SEARCH_RELAX_BELOW:
+    if result.total >= config.current().relax_below:
         return result
     # AND found little: rank documents matching any term, rarest terms first.
     relaxed = rank(Plan(any_of, weighted, candidates, expected_any(terms, df, n)), scope, depth)
@@ -61,10 +60,10 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ArmResult | Non
 
 
 def rarer_terms(terms, df: dict[str, float], cap: float | None = None) -> str | None:
-    """The rarest terms whose matches together stay within `cap` (EXACT_LIMIT), as
+    """The rarest terms whose matches together stay within `cap` (exact_limit), as
     one OR tsquery: where a broad OR query takes its candidates (a record
     matching only commoner terms cannot outscore them by much)."""
-    cap = settings.SEARCH_EXACT_LIMIT if cap is None else cap
+    cap = config.current().exact_limit if cap is None else cap
     rare, covered = [], 0.0
     for term in sorted(terms, key=lambda t: df[t.tsquery]):
         if covered + df[term.tsquery] > cap:
@@ -99,15 +98,15 @@ def score_sql(plan: Plan, alias: str) -> tuple[str, dict]:
             "%(rank_normalization)s::int)"
         )
         params.update({f"idf{i}": weight, f"term{i}": tsquery})
-    params["rank_weights"] = [float(w) for w in settings.SEARCH_RANK_WEIGHTS.split(",")]  # D, C, B, A
-    params["rank_normalization"] = int(settings.SEARCH_RANK_NORMALIZATION)
+    params["rank_weights"] = list(config.current().rank_weights)  # D, C, B, A
+    params["rank_normalization"] = config.current().rank_normalization
     return " + ".join(parts) or "0", params
 
 
 def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     """Rank the records matching `plan.match` within `scope`: the best `depth`
     of them, with the count and facets of all of them."""
-    cap = settings.SEARCH_EXACT_LIMIT
+    cap = config.current().exact_limit
     # Clearly broad: skip the exact attempt. Without filters the estimate is
     # the terms' document frequencies over what the user may see (exact for
     # one term; several terms are taken as independent, which rather under-
@@ -203,13 +202,13 @@ def coverage(result: ArmResult | None, parsed: ParsedQuery, stats) -> float:
 
 
 def _broad(plan: Plan, scope: Scope, depth: int, matches: float, above_cap: bool = False) -> ArmResult:
-    """More than EXACT_LIMIT matches (about `matches`; `above_cap` when an
+    """More than exact_limit matches (about `matches`; `above_cap` when an
     exact attempt counted past the limit). Candidates: the rarer terms'
-    matches (at most EXACT_LIMIT by construction), topped up, when those
-    are fewer than `depth`, with the RECENT_CANDIDATES most recently
+    matches (at most exact_limit by construction), topped up, when those
+    are fewer than `depth`, with the recent_candidates most recently
     updated matches. Total and facets are estimated from a sample. Every
     step visits a bounded number of rows, however many match."""
-    cap = settings.SEARCH_EXACT_LIMIT
+    cap = config.current().exact_limit
     ranked, info = [], {}
     if plan.candidates:
         source = Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
@@ -247,7 +246,7 @@ BITMAP = "ORDER BY d.updated_at + interval '0' DESC, d.id DESC"
 
 
 def _recent_candidates(plan: Plan, scope: Scope, depth: int, matches: float):
-    """The best `depth` of the R = RECENT_CANDIDATES most recently updated
+    """The best `depth` of the R = recent_candidates most recently updated
     matches, by the cheapest of three ways, judged by the rows each visits
     (N records, M matches): the matches of the last few months, chosen to
     hold about 2R of them (the month tokens let the index skip the
@@ -255,7 +254,7 @@ def _recent_candidates(plan: Plan, scope: Scope, depth: int, matches: float):
     index (R * N / M); a bitmap over every match (M). Filters can leave the
     months short of R matches: then the other two decide."""
     n, _ = statistics.corpus(scope.products)
-    recent = settings.SEARCH_RECENT_CANDIDATES
+    recent = config.current().recent_candidates
     walk = recent * n / max(matches, 1)
     chosen = statistics.recent_months(2 * recent / max(matches, 1), scope.products)
     if chosen and chosen[1] * matches < min(walk, matches):

@@ -13,12 +13,10 @@ inside every arm's SQL), and scores compare only within one call.
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from search.contract import SemanticUnavailable
 from search.indexing.embeddings import EmbeddingError, unavailable_reason
 from search.query.scope import Scope
-from search.ranking import fusion, rerank, semantic
+from search.ranking import config, fusion, rerank, semantic
 from search.ranking.rows import ArmResult
 
 
@@ -51,7 +49,7 @@ class Plan:
         return fusion.Weights()
 
     def semantic_depth(self, mode: str) -> int:
-        return min(self.depth, settings.SEARCH_SEMANTIC_DEPTH)
+        return min(self.depth, config.current().semantic_depth)
 
     def semantic_arm(self, scope: Scope, keyword: ArmResult | None, depth: int) -> ArmResult:
         """The semantic arm; EmbeddingError when the model cannot embed the query."""
@@ -88,12 +86,12 @@ def rank(plan: Plan, scope: Scope) -> Ranking:
             mode, degraded = fallback(mode, str(exc))
             weights = fusion.Weights()
     candidates = fusion.fuse(keyword_result, semantic_result, weights)
-    again = None
-    if plan.feedback and keyword_result and semantic_result and weights.semantic and settings.SEARCH_FEEDBACK_DOCS:
+    again, feedback_docs = None, config.current().feedback_docs
+    if plan.feedback and keyword_result and semantic_result and weights.semantic and feedback_docs:
         # Pseudo-relevance feedback: the semantic arm again, from the query's vector moved
         # toward the best record of this first fusion, fused as a third list.
         first = [c.id for c in sorted(candidates.values(), key=_first_pass_order) if c.info and c.info.has_vector]
-        if first := first[: settings.SEARCH_FEEDBACK_DOCS]:
+        if first := first[:feedback_docs]:
             again = semantic.feedback(semantic_result, first, scope, depth, keyword_result)
             candidates = fusion.fuse(keyword_result, semantic_result, weights, again)
     if plan.pinned is not None and plan.pinned not in candidates:

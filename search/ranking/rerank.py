@@ -12,9 +12,9 @@ Jina, Voyage and Hugging Face's text-embeddings-inference (with
 
 A local model plugs in as another class with the same `rerank` method and a
 branch in `build_reranker`. The reranker reads each record's title and the
-start of its text (SEARCH_RERANK_CHARS), for the best SEARCH_RERANK_DEPTH
-records of one search; a reranker that fails leaves the fused order as it
-was (logged), so search never fails for it.
+start of its text (rerank_chars), for the best rerank_depth records of one
+search (both in search.ranking.config); a reranker that fails leaves the
+fused order as it was (logged), so search never fails for it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 
 from search import db
+from search.ranking import config
 from search.ranking.fusion import Candidate
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ setting_changed.connect(_forget, dispatch_uid="search.ranking.rerank.forget")
 
 
 def apply(candidates: dict[int, Candidate], query: str, pinned: int | None = None) -> None:
-    """Reorder the best SEARCH_RERANK_DEPTH candidates by the reranker's
+    """Reorder the best rerank_depth candidates by the reranker's
     scores (in `boosts["rerank"]`), above every other candidate; `pinned`
     (a record the query names by its key) stays first. Nothing changes when
     no reranker is configured or it fails."""
@@ -135,7 +136,7 @@ def apply(candidates: dict[int, Candidate], query: str, pinned: int | None = Non
         if reranker is None or not candidates:
             return  # off (the default): no work on the search's path
         ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
-        top = [c for c in ordered if c.id != pinned][: settings.SEARCH_RERANK_DEPTH]
+        top = [c for c in ordered if c.id != pinned][: config.current().rerank_depth]
         texts = _texts([c.id for c in top])
         present = [c for c in top if c.id in texts]
         scores = reranker.rerank(query, [texts[c.id] for c in present])
@@ -155,7 +156,7 @@ def apply(candidates: dict[int, Candidate], query: str, pinned: int | None = Non
 
 
 def _texts(ids: list[int]) -> dict[int, str]:
-    chars = settings.SEARCH_RERANK_CHARS
+    chars = config.current().rerank_chars
     with db.cursor() as cursor:
         cursor.execute(
             "SELECT id, title || E'\\n' || left(coalesce(body, ''), %(chars)s) FROM search_document "

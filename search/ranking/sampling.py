@@ -8,12 +8,10 @@ visiting the other rows: a uniform sample of b / SAMPLE_BUCKETS of them.
 
 import math
 
-from django.conf import settings
-
 from search import db
 from search.indexing.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 from search.query.scope import Scope
-from search.ranking import facets
+from search.ranking import config, facets
 
 SAMPLE_GROWTH = 32  # at most this many times more buckets from one try to the next
 TRIES = 4
@@ -23,7 +21,7 @@ def sample_matches(
     match_query: str, scope: Scope, expected: float, column: str = "search_vector"
 ) -> tuple[int, facets.Counts, bool]:
     """(total, facets, exact) of the matches of `match_query` in `scope`, from
-    a sample of about SEARCH_SAMPLE_MATCHES of them; `column`: the tsvector
+    a sample of about sample_matches of them; `column`: the tsvector
     it matches (search_markers: the filter tokens, for a listing).
 
     The number of buckets is sized from `expected`, which can be wrong either
@@ -34,7 +32,7 @@ def sample_matches(
     the target is taken again larger (at most SAMPLE_GROWTH times), up to
     every bucket, when the matches are counted. Each try reads a bounded
     number of rows, and the first one usually suffices."""
-    target = settings.SEARCH_SAMPLE_MATCHES
+    target = config.current().sample_matches
     buckets = math.ceil(target * SAMPLE_BUCKETS / max(expected, 1))
     for _ in range(TRIES):
         buckets = max(1, min(buckets, SAMPLE_BUCKETS))

@@ -11,12 +11,11 @@ import weakref
 from collections import OrderedDict
 
 import numpy as np
-from django.conf import settings
 
 from search import db
 from search.indexing.embeddings import EmbeddingError, get_provider
 from search.query.scope import Scope
-from search.ranking import facets
+from search.ranking import config, facets
 from search.ranking.rows import ArmResult, RowInfo, info_columns, info_params
 
 logger = logging.getLogger(__name__)
@@ -77,12 +76,12 @@ def _query_vector(provider, text: str) -> np.ndarray:
 def feedback(result: ArmResult, top_ids: list[int], scope: Scope, depth: int, keyword: ArmResult | None) -> ArmResult:
     """The arm again, from the query's vector moved toward the vectors of
     `top_ids` (the first fusion's best records, each with a current vector):
-    Rocchio's pseudo-relevance feedback, q + SEARCH_FEEDBACK_WEIGHT x
+    Rocchio's pseudo-relevance feedback, q + feedback_weight x
     mean(top). A short or vague query borrows the wording of the record the
     fusion ranked first, and finds that record's neighbours. One statement:
     cosine distance ignores length, so q / weight + mean(top) is the same
     direction, summed in the database next to the stored vectors."""
-    query = np.asarray(result.vector, dtype=np.float32) / settings.SEARCH_FEEDBACK_WEIGHT
+    query = np.asarray(result.vector, dtype=np.float32) / config.current().feedback_weight
     return nearest(query, get_provider().model_id, scope, depth, keyword.query if keyword else "", toward=top_ids)
 
 
@@ -122,7 +121,7 @@ def nearest(
         LIMIT %(depth)s
     """
     params = {"vector": literal, "keyword": keyword_query, "model": model_id, "depth": depth, "toward": toward}
-    ef_search = int(max(settings.SEARCH_HNSW_EF_SEARCH, min(depth, 1000)))
+    ef_search = int(max(config.current().hnsw_ef_search, min(depth, 1000)))
     # Settings local to this transaction, not the session's: a connection
     # pooler in transaction mode may hand the session to someone else. SET
     # LOCAL statements, not set_config(): Citus passes SET LOCAL on to the

@@ -15,12 +15,11 @@ import re
 import time
 from collections.abc import Sequence
 
-from django.conf import settings
-
 from search import db
 from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
+from search.ranking import config
 
 # Per database alias (search.db): a replica's statistics may trail the primary's.
 # alias -> {"at": when read, "n": N, "freq": lexeme -> fraction}
@@ -154,7 +153,7 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
             to_count,
             f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
             "LIMIT %(cap)s) s",
-            {"cap": settings.SEARCH_EXACT_LIMIT + 1, "products": list(products or ())},
+            {"cap": config.current().exact_limit + 1, "products": list(products or ())},
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -190,7 +189,7 @@ def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[st
         {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
     )
     scale = SAMPLE_BUCKETS / buckets
-    return {q: count * scale for q, count in counted.items() if count * scale > settings.SEARCH_EXACT_LIMIT}
+    return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}
 
 
 def idf(n: float, df: float) -> float:
@@ -212,7 +211,7 @@ def of_query(parsed: ParsedQuery, scope: Scope) -> tuple[float, dict[str, float]
     n, df = document_frequencies([t.match for t in terms] + [t.whole for t in parsed.terms if t.whole], scope.products)
     share = filter_share(scope) if scope.filtered else 1.0
     if share:
-        parsed.settle_prefix(df, settings.SEARCH_ARM_DEPTH / share)
+        parsed.settle_prefix(df, config.current().arm_depth / share)
     # A settled word's match changed with it (and a camel-case word's parts).
     if missing := [t.match for t in terms if t.match not in df]:
         df.update(document_frequencies(missing, scope.products)[1])
