@@ -10,67 +10,11 @@ request and response), records (similar, get, timeline) and duplicates
 (check_duplicates). Import them from here.
 """
 
-from search.contract.duplicates import (
-    DRAFT_TEXT_MAX,
-    Band,
-    DraftText,
-    DuplicateCandidate,
-    DuplicateCheckRequest,
-    DuplicateCheckResponse,
-    DuplicateWhy,
-)
-from search.contract.errors import DatabaseUnavailable, NotFound, SearchError, SemanticUnavailable, error_body
-from search.contract.records import (
-    GetRequest,
-    GetResponse,
-    Record,
-    RecordRef,
-    Related,
-    SimilarRequest,
-    TimelineRequest,
-    TimelineResponse,
-)
-from search.contract.search import (
-    FacetCount,
-    Facets,
-    Highlight,
-    Hit,
-    IndexHealth,
-    QueryFilter,
-    ScoreDetail,
-    SearchRequest,
-    SearchResponse,
-    Snippet,
-    WorkerHealth,
-    trimmed_query,
-)
-from search.contract.types import (
-    DETAIL_HELP,
-    DUPLICATES_DEFAULT,
-    DUPLICATES_MAX,
-    FACETS_HELP,
-    INDEX_HELP,
-    KEYS_MAX,
-    LIMIT_DEFAULT,
-    LIMIT_MAX,
-    MAX_TOKENS_HELP,
-    QUERY_MAX,
-    QUERY_MIN,
-    RELATED_MAX,
-    TIMELINE_DEFAULT,
-    TIMELINE_MAX,
-    Detail,
-    Key,
-    KeyFilter,
-    Kind,
-    MatchMode,
-    Mode,
-    SeverityName,
-    Sort,
-    StatusName,
-    falsy,
-    omitted_when_null,
-)
+from search.contract.duplicates import *
+from search.contract.errors import *
+from search.contract.records import *
+from search.contract.search import *
+from search.contract.types import *
 
 
 def without_null(prop: dict) -> dict:
