@@ -82,28 +82,44 @@ def forget_coverage() -> None:
     cache.delete(_coverage_key())
 
 
+# The counts and the worker's row in one statement: (documents, embedded, then _WORKER_COLUMNS or NULLs).
+_WORKER_COLUMNS = ("state", "restarts", "last_error", "last_error_at", "heartbeat_at")
+COUNT_HEALTH_SQL = f"""
+    SELECT c.documents, c.embedded, {", ".join(f"w.{column}" for column in _WORKER_COLUMNS)}
+    FROM (SELECT count(*) AS documents,
+                 count(*) FILTER (WHERE embedding_model = %(model)s AND embedding_hash = content_hash) AS embedded
+          FROM search_document {{within}}) c
+    LEFT JOIN search_worker w ON w.name = %(worker)s
+"""
+
+
 def _count_health(model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:
     within = "" if products is None else "WHERE product_id = ANY(%(products)s)"
     with db.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE embedding_model = %(model)s AND embedding_hash = content_hash) "
-            f"FROM search_document {within}",
-            {"model": model_id, "products": list(products or ())},
+            COUNT_HEALTH_SQL.format(within=within),
+            {"model": model_id, "products": list(products or ()), "worker": EMBEDDING_WORKER},
         )
-        documents, embedded = cursor.fetchone()
+        documents, embedded, *worker = cursor.fetchone()
     return IndexHealth(
         documents=documents,
         embedded=embedded,
         coverage=round(embedded / documents, 4) if documents else 1.0,
         model=model_id,
-        worker=worker_health(documents - embedded),
+        worker=_worker_health(
+            Worker(name=EMBEDDING_WORKER, **dict(zip(_WORKER_COLUMNS, worker, strict=True))) if worker[0] else None,
+            documents - embedded,
+        ),
     )
 
 
 def worker_health(backlog: int) -> WorkerHealth | None:
     """The embedding worker as its supervisor last recorded it; None when no
     supervisor ever ran (`embed --watch` started by hand, or not at all)."""
-    worker = Worker.objects.filter(name=EMBEDDING_WORKER).first()
+    return _worker_health(Worker.objects.filter(name=EMBEDDING_WORKER).first(), backlog)
+
+
+def _worker_health(worker: Worker | None, backlog: int) -> WorkerHealth | None:
     if worker is None:
         return None
     state = worker.state

@@ -10,7 +10,7 @@ search.operations.respond builds the page.
 from search import db
 from search.contract import IndexHealth, SearchError, SearchRequest, SearchResponse
 from search.indexing.health import index_health
-from search.operations.respond import Found, match_set, ordered, respond, words_of
+from search.operations.respond import Found, included, match_set, ordered, respond, words_of
 from search.query import fields
 from search.query.parse import ParsedQuery, QuerySyntaxError, parse
 from search.query.scope import Scope, build_scope
@@ -44,9 +44,10 @@ def ranked(request: SearchRequest, user=None, depth: int | None = None) -> tuple
     return [candidate.id for candidate in listed], total, exact
 
 
-def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth, str]:
-    """Both arms, fused and boosted: what the search found, the index's health and
-    the query to highlight. `depth`: the keyword arm's, instead of arm_depth."""
+def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Found", IndexHealth | None, str]:
+    """Both arms, fused and boosted: what the search found, the index's health (None
+    when neither the response nor the ranking needs it) and the query to highlight.
+    `depth`: the keyword arm's, instead of arm_depth."""
     scope = build_scope(request, user)
     # In simple mode, `severity:critical`-like fields narrow the scope; the words left are the query.
     fielded = fields.read(request.query, request.match_mode, scope.products)
@@ -55,7 +56,8 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         parsed = parse(text, request.match_mode)
     except QuerySyntaxError as exc:
         raise SearchError(f"query: {exc}") from exc
-    health = index_health(scope.products)
+    # Counted only for a response that shows it, or a semantic arm that must know whether vectors exist.
+    health = index_health(scope.products) if request.mode != "keyword" or included(request, "index") else None
     if fielded.filters and not parsed.terms:
         return _listing(request, fielded, parsed, scope, health)
     plan = SearchPlan(request, text, parsed, health, _key_lookup(text, scope), depth or config.current().arm_depth)

@@ -23,10 +23,11 @@ def _fields(kind: str) -> list[str]:
     return list(KINDS[kind]["fields"])
 
 
-def _columns(kind: str) -> str:
-    """The kind's title and text fields, as columns of its table `r` (search.indexing.sql.KINDS)."""
+def _fields_json(kind: str) -> str:
+    """The kind's title and text fields as one JSON object (all text), of its table `r` (search.indexing.sql.KINDS)."""
     fields = KINDS[kind]["fields"]
-    return ", ".join([f"{KINDS[kind]['title']} AS title", *(f"{sql} AS {name}" for name, (sql, _) in fields.items())])
+    pairs = [f"'title', {KINDS[kind]['title']}", *(f"'{name}', {sql}" for name, (sql, _) in fields.items())]
+    return f"json_build_object({', '.join(pairs)})"
 
 
 @dataclass
@@ -68,19 +69,43 @@ def page_documents(ids: list[int], with_fields: bool = True, words: list[str] = 
         }
         if not with_fields:
             return documents
-        by_kind: dict[str, list[PageDocument]] = {}
+        by_kind: dict[str, list[int]] = {}
         for doc in documents.values():
-            by_kind.setdefault(doc.kind, []).append(doc)
-        for kind, docs in by_kind.items():
-            cursor.execute(
-                f"SELECT r.id, {_columns(kind)} FROM {KINDS[kind]['table']} r WHERE r.id = ANY(%s)",
-                [[d.record_id for d in docs]],
-            )
-            names = [column.name for column in cursor.description][1:]
-            rows = {row[0]: dict(zip(names, row[1:], strict=True)) for row in cursor.fetchall()}
-            for doc in docs:
-                doc.fields = rows.get(doc.record_id, {"title": doc.title})
+            by_kind.setdefault(doc.kind, []).append(doc.record_id)
+        if not by_kind:
+            return documents
+        # Every kind's records in one statement. Not joined to the page's rows above: on Citus
+        # the record tables stay on the coordinator, and a join would pull them into the query.
+        cursor.execute(
+            " UNION ALL ".join(
+                f"SELECT %s::text, r.id, {_fields_json(kind)} FROM {KINDS[kind]['table']} r WHERE r.id = ANY(%s)"
+                for kind in by_kind
+            ),
+            [value for kind, ids in by_kind.items() for value in (kind, ids)],
+        )
+        rows = {(kind, record_id): fields for kind, record_id, fields in cursor.fetchall()}
+        for doc in documents.values():
+            doc.fields = rows.get((doc.kind, doc.record_id), {"title": doc.title})
     return documents
+
+
+# Which fields match, and the headline of each record's best one (_best: the first
+# matching field other than the title, else the title), in one statement.
+SNIPPETS_SQL = f"""
+    WITH f(doc, field, body, position) AS (
+        SELECT * FROM unnest(%(docs)s::bigint[], %(fields)s::text[], %(bodies)s::text[]) WITH ORDINALITY
+    ), m AS MATERIALIZED (
+        SELECT f.*, to_tsvector('{TEXT_SEARCH_CONFIG}', body) @@ %(query)s::tsquery AS hit FROM f
+    ), best AS (
+        SELECT DISTINCT ON (doc) doc, field FROM m WHERE hit ORDER BY doc, field = 'title', position
+    )
+    SELECT m.doc, m.field, m.hit,
+           CASE WHEN best.doc IS NOT NULL THEN ts_headline('{TEXT_SEARCH_CONFIG}', m.body, %(query)s::tsquery,
+               'StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=15, ShortWord=2,
+                MaxFragments=1, FragmentDelimiter=" … "') END
+    FROM m LEFT JOIN best ON best.doc = m.doc AND best.field = m.field
+    ORDER BY m.position
+"""
 
 
 def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet]:
@@ -96,29 +121,19 @@ def build(documents: dict[int, PageDocument], tsquery: str) -> dict[int, Snippet
     if tsquery and candidates:
         with db.cursor() as cursor:
             cursor.execute(
-                f"""
-                WITH f(doc, field, body, position) AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[])
-                                                       WITH ORDINALITY)
-                SELECT doc, field, to_tsvector('{TEXT_SEARCH_CONFIG}', body) @@ %s::tsquery FROM f ORDER BY position
-                """,
-                [[c[0] for c in candidates], [c[1] for c in candidates], [c[2] for c in candidates], tsquery],
+                SNIPPETS_SQL,
+                {
+                    "docs": [c[0] for c in candidates],
+                    "fields": [c[1] for c in candidates],
+                    "bodies": [c[2] for c in candidates],
+                    "query": tsquery,
+                },
             )
-            for doc_id, name, hit in cursor.fetchall():
+            for doc_id, name, hit, headline in cursor.fetchall():
                 if hit:
                     matched[doc_id].append(name)
-            best = {doc_id: _best(names) for doc_id, names in matched.items()}
-            pairs = [(doc_id, name, documents[doc_id].fields[name]) for doc_id, name in best.items() if name]
-            if pairs:
-                cursor.execute(
-                    f"""
-                    SELECT doc, field, ts_headline('{TEXT_SEARCH_CONFIG}', body, %s::tsquery,
-                        'StartSel={START}, StopSel={STOP}, MaxWords=30, MinWords=15, ShortWord=2,
-                         MaxFragments=1, FragmentDelimiter=" … "')
-                    FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS f(doc, field, body)
-                    """,
-                    [tsquery, [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]],
-                )
-                headlines = {(doc_id, name): text for doc_id, name, text in cursor.fetchall()}
+                if headline is not None:
+                    headlines[(doc_id, name)] = headline
     snippets = {}
     for doc in documents.values():
         names = matched[doc.id]

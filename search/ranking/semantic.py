@@ -125,10 +125,10 @@ def nearest(
     # Settings local to this transaction, not the session's: a connection
     # pooler in transaction mode may hand the session to someone else. SET
     # LOCAL statements, not set_config(): Citus passes SET LOCAL on to the
-    # workers that hold the shards (citus.propagate_set_commands = 'local').
+    # workers that hold the shards (citus.propagate_set_commands = 'local'). Both in one
+    # round trip: a statement without parameters may hold several.
     with db.atomic(), db.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
+        cursor.execute(f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef_search}")
         cursor.execute(sql, {**params, **scope.params, **info_params()})
         rows = cursor.fetchall()
     # relaxed_order may return neighbours slightly out of order.

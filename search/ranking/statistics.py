@@ -31,6 +31,22 @@ CACHE_SECONDS = 30
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
+# One statement: the planner's row estimate; an exact count when that is below
+# %(cached_from)s (the CASE runs the count only then); the column statistics'
+# common words of search_vector and tokens of search_markers ("~" first: no word is one),
+# as float8: exactly the float4 figures, which JSON would otherwise round.
+CORPUS_SQL = """
+    SELECT c.reltuples,
+           CASE WHEN c.reltuples IS NULL OR c.reltuples < %(cached_from)s
+                THEN (SELECT count(*) FROM search_document) END,
+           (SELECT coalesce(json_agg(json_build_array(s.most_common_elems::text,
+                                                      s.most_common_elem_freqs::float8[])), '[]')
+            FROM pg_stats s
+            WHERE s.tablename = 'search_document' AND s.attname IN ('search_vector', 'search_markers'))
+    FROM pg_class c WHERE c.oid = 'search_document'::regclass
+"""
+
+
 def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
     """(N, lexeme -> fraction of documents) from the planner's statistics; for
     some `products` only, (their N counted, no fractions)."""
@@ -49,21 +65,12 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
     if cached and time.monotonic() - cached["at"] < CACHE_SECONDS:
         return cached["n"], cached["freq"]
     with db.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'search_document'::regclass")
-        reltuples = cursor.fetchone()[0]
-        if reltuples is None or reltuples < CACHED_FROM:
-            cursor.execute("SELECT count(*) FROM search_document")
-            counted = cursor.fetchone()[0]
-            if counted != reltuples:
-                # The column statistics describe other rows (analyzed before
-                # the last writes, or never): a small corpus counts its words too.
-                return float(max(counted, 1)), {}
-        # Words of search_vector and tokens of search_markers ("~" first: no word is one).
-        cursor.execute(
-            "SELECT most_common_elems::text, most_common_elem_freqs FROM pg_stats "
-            "WHERE tablename = 'search_document' AND attname IN ('search_vector', 'search_markers')"
-        )
-        rows = cursor.fetchall()
+        cursor.execute(CORPUS_SQL, {"cached_from": CACHED_FROM})
+        reltuples, counted, rows = cursor.fetchone()
+    if counted is not None and counted != reltuples:
+        # The column statistics describe other rows (analyzed before
+        # the last writes, or never): a small corpus counts its words too.
+        return float(max(counted, 1)), {}
     freq = {}
     for elements, freqs in rows:
         if elements:
