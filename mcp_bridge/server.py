@@ -60,7 +60,7 @@ TOOLS = {
         SearchResponse,
     ),
     "get": (
-        "Whole records by key: their text, a bug's raw_data, related records (feature, product, tests, bugs).",
+        "Whole records by key: their text, a bug's raw_data, and related records.",
         GetResponse,
     ),
     "similar": ("Records most like one record, never itself: likely duplicates of a bug.", SearchResponse),

@@ -155,6 +155,26 @@ def test_and_relaxes_to_or_when_nothing_has_every_word(corpus):
     response = run("invoice checkout laser printer", mode="keyword")
 
     assert set(keys(response)) == {"PRD-2", "BUG-4", "BUG-5", "BUG-2", "BUG-7"}  # PRD-2: "Invoicing"
+    # It says so: which words, and that no record holds them all.
+    assert response.relaxed.how == "any_word" and response.relaxed.matched_all == 0
+    assert response.relaxed.words == ["invoice", "checkout", "laser", "printer"]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_search_whose_words_all_match_says_nothing_was_relaxed(embedded, mode):
+    response = run("renewal", mode=mode)
+
+    assert response.total >= 4 and response.relaxed is None
+    assert "relaxed" not in response.model_dump(mode="json")  # left out, not null
+
+
+def test_a_query_answered_by_close_titles_says_so(corpus):
+    """A word no record has, close to no indexed word: the closest titles answer, and say it."""
+    response = run("checkoutspinner", mode="keyword")
+
+    assert response.corrected_query is None
+    assert response.relaxed.how == "similar_titles" and response.relaxed.matched_all == 0
+    assert keys(response)[0] == "BUG-2"  # "Spinner on checkout after login"
 
 
 def test_a_broad_query_whose_rarest_word_matches_nothing_still_fills_the_page(corpus, settings):

@@ -425,3 +425,29 @@ def test_while_the_backlog_is_embedded_readyz_and_the_search_page_say_meaning_is
     page = as_alice.get("/search/?query=renewal&mode=hybrid").content.decode()
     assert 'id="partial-vectors"' in page and "of records have a vector so far" in page
     assert 'id="partial-vectors"' not in as_alice.get("/search/?query=renewal&mode=keyword").content.decode()
+
+
+def test_a_widened_search_says_which_words_no_record_holds_together(as_alice, corpus):
+    """No record holds every word: the page says so, naming them, as the contract does (relaxed)."""
+    widened = as_alice.get("/search/?query=renewal+unresponsive+receipt&mode=keyword").content.decode()
+    whole = as_alice.get("/search/?query=renewal+receipt&mode=keyword").content.decode()
+
+    assert 'id="relaxed"' in widened
+    assert "No record has all of “renewal”, “unresponsive”, “receipt”; showing records with some of them" in widened
+    assert result_keys(widened)  # and the records with some of them are listed
+    assert 'id="relaxed"' not in whole and result_keys(whole)
+
+
+def test_a_hit_found_by_meaning_alone_is_marked_so(as_alice, corpus):
+    """A semantic hit holds none of the query's words (why: meaning): the page says it is close in meaning."""
+    from search import service
+
+    params = {"query": "subscription will not extend", "mode": "semantic"}
+    answer = service.call("search", params)
+    by_meaning = [hit["key"] for hit in answer["results"] if hit["why"] == "meaning"]
+    html = as_alice.get("/search/?query=subscription+will+not+extend&mode=semantic").content.decode()
+
+    assert by_meaning, "the query was meant to share no word with its hits"
+    for key in by_meaning:
+        item = re.search(rf'<li class="result" data-key="{key}">.*?</li>', html, re.S).group(0)
+        assert "close in meaning" in item

@@ -181,6 +181,17 @@ class QueryFilter(BaseModel):
     exclude: bool = Field(False, description="-field:value: records with these values are left out", exclude_if=falsy)
 
 
+class Relaxed(BaseModel):
+    """How the keyword arm widened a query whose words, all together, few records hold."""
+
+    how: Literal["any_word", "similar_titles"] = Field(
+        description="any_word: records with any of the words, those with the rarer words first; "
+        "similar_titles: records whose titles read closest to the query"
+    )
+    matched_all: int = Field(description="records that hold every word, fewer than were wanted")
+    words: list[str] = Field(description="the query's words; a hit may hold only some, or none (similar_titles)")
+
+
 class SearchResponse(BaseModel):
     query: str
     mode: Mode = Field(description="the mode actually used (hybrid falls back to keyword without embeddings)")
@@ -207,6 +218,11 @@ class SearchResponse(BaseModel):
         None,
         description="set when part of the search could not run, by part (semantic): why; the results are "
         "what the rest found (hybrid answers by keyword alone, and `mode` says keyword)",
+        exclude_if=omitted_when_null,
+    )
+    relaxed: Relaxed | None = Field(
+        None,
+        description="set when few records hold every word and the keyword arm took records holding some",
         exclude_if=omitted_when_null,
     )
     omitted: int | None = Field(

@@ -7,7 +7,7 @@ highlights for that page only, each hit's `why`, and the token budget.
 
 from dataclasses import dataclass
 
-from search.contract import Hit, SearchRequest, SearchResponse, SimilarRequest, budget, cursors
+from search.contract import Hit, Relaxed, SearchRequest, SearchResponse, SimilarRequest, budget, cursors
 from search.operations import snippets
 from search.query.parse import ParsedQuery, Term
 from search.ranking import facets, fusion
@@ -35,6 +35,16 @@ class Found:
     degraded: dict[str, str] | None = None  # SearchResponse.degraded
     filters: list | None = None  # SearchResponse.filters: the query's fields (search.query.fields)
     words: list[Term] | None = None  # the query's words, for each hit's `why`
+
+
+def relaxed(found: Found) -> Relaxed | None:
+    """What the response says when the keyword arm widened the query (search.ranking.keyword,
+    search.operations.search): a search says what it did, never widens silently."""
+    arm = found.keyword
+    if found.listed or arm is None or arm.relaxed is None:
+        return None
+    words = list(dict.fromkeys(word.text for word in found.words or []))
+    return Relaxed(how=arm.relaxed, matched_all=arm.matched_all, words=words)
 
 
 def words_of(parsed: ParsedQuery, tsquery: str) -> list[Term]:
@@ -112,6 +122,7 @@ def respond(request: SearchRequest | SimilarRequest, found: Found, health, highl
             index=health if included(request, "index") else None,
             filters=found.filters or None,
             degraded=found.degraded,
+            relaxed=relaxed(found),
             omitted=len(hits) - given if given < len(hits) else None,
         )
 

@@ -160,6 +160,7 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
         stats = statistics.of_query(parsed, scope)
         return keyword.arm(parsed, scope, depth, stats), parsed, corrected, stats
     if titles is not None and titles.total > result.total:
+        titles.relaxed, titles.matched_all = "similar_titles", result.total
         return titles, parsed, None, stats
     return result, parsed, None, stats
 

@@ -56,7 +56,10 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ArmResult | Non
         return result
     # AND found little: rank documents matching any term, rarest terms first.
     relaxed = rank(Plan(any_of, weighted, candidates, expected_any(terms, df, n)), scope, depth)
-    return relaxed if relaxed.total > result.total else result
+    if relaxed.total <= result.total:
+        return result
+    relaxed.relaxed, relaxed.matched_all = "any_word", result.total
+    return relaxed
 
 
 def rarer_terms(terms, df: dict[str, float], cap: float | None = None) -> str | None:

@@ -31,6 +31,10 @@ class ArmResult:
     # (kind, product id, status, severity), for the total and the facets.
     outside_rows: dict[int, tuple] = field(default_factory=dict)
     vector: object = None  # semantic arm: the query's vector
+    # Keyword arm: how it widened a query few records match in full (contract.Relaxed.how),
+    # and how many do.
+    relaxed: str | None = None
+    matched_all: int | None = None
 
 
 def info_columns(alias: str) -> str:
