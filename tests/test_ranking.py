@@ -14,7 +14,7 @@ from search.engine import search
 from search.indexing import embed_pending
 
 from .conftest import JSONHandler, jsonl, serving
-from .test_search import CORPUS
+from .test_search import CORPUS, bug, t
 
 
 @pytest.fixture
@@ -34,17 +34,50 @@ def keys(response) -> list[str]:
 # -- pseudo-relevance feedback ----------------------------------------------------------------
 
 
-def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(embedded, settings):
+# Ledgerly's invoice PDF, where Kim's bug has a twin: Lee reported the same wrong VAT in other words.
+# Neither receipt bug is about the invoice, but both sound more like the query below than Lee's does;
+# the four other VAT-table bugs live next to Kim's and far from the query. No record but Kim's holds
+# a word of the query ("wrong"), so the keyword arm finds Kim's alone and meaning ranks the rest.
+# All were written the same day: recency weighs them alike and cannot reorder them.
+def invoice_bug(key, title, description=""):
+    return bug(key, title, product="PRD-2", description=description, day=12, updated_at=t(12))
+
+
+KIMS, LEES = "BUG-31", "BUG-32"
+SOUND_ALIKES = ["BUG-33", "BUG-34"]
+INVOICE_PDF = [
+    {"kind": "product", "key": "PRD-2", "name": "Ledgerly", "description": "Invoicing for small firms"},
+    invoice_bug(KIMS, "Invoice PDF has the wrong VAT total", "VAT is 19% instead of 20%"),
+    invoice_bug(LEES, "VAT total on the exported invoice is 19% instead of 20%"),
+    invoice_bug("BUG-33", "Receipt displays an incorrect duty amount"),
+    invoice_bug("BUG-34", "Receipt displays incorrect tax"),
+    invoice_bug("BUG-35", "Invoice PDF page numbers overlap the VAT table"),
+    invoice_bug("BUG-36", "VAT registration number missing from the invoice PDF footer"),
+    invoice_bug("BUG-37", "Invoice PDF prints the VAT column header in English only"),
+    invoice_bug("BUG-38", "VAT table on the invoice PDF is cut off at the page edge"),
+]
+
+
+@pytest.fixture
+def invoice_pdf(db):
+    assert import_records(jsonl(*INVOICE_PDF).splitlines()).written
+    assert embed_pending() == len(INVOICE_PDF)
+
+
+def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(invoice_pdf, settings):
+    """Feedback searches again from the query's vector moved toward the first fusion's best record,
+    Kim's bug (the one keyword match). Lee's is by far the nearest record to Kim's, so that second
+    list ranks it second; the receipts, which only sound like the query, fall under all four of
+    Kim's neighbours there. Fused as a third list, it lifts Lee's bug from under the receipts to
+    right under Kim's. Without feedback the query's own vector ranks both receipts above Lee's."""
     query = "my bill shows the wrong sales levy"
+    with_feedback = run(query, entities=["bug"])
     settings.SEARCH_FEEDBACK_DOCS = 0
-    without = run(query, mode="hybrid")
-    settings.SEARCH_FEEDBACK_DOCS = 1
-    with_feedback = run(query, mode="hybrid")
-    first = with_feedback.results[0].scores
-    # The second pass starts near the first record, and the list it gives is fused as a third one.
-    assert first.feedback_rank == 1 and first.feedback_score > first.semantic_score
-    assert all(hit.scores.feedback_rank is None for hit in without.results)
-    assert set(keys(with_feedback)[:2]) == {"BUG-4", "BUG-5"}
+    without = keys(run(query, entities=["bug"]))
+    assert keys(with_feedback)[:2] == [KIMS, LEES]
+    assert without[0] == KIMS and without.index(LEES) > max(map(without.index, SOUND_ALIKES))
+    twin = with_feedback.results[1].scores
+    assert twin.keyword_rank is None and twin.feedback_rank == 2  # meaning alone, and the second list's
 
 
 # -- the reranker slot ------------------------------------------------------------------------
