@@ -212,15 +212,28 @@ def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, se
         assert by_kind[kind] == sum(hit.kind == kind for hit in response.results)
 
 
-def test_similar_puts_the_same_title_under_a_tag_first(embedded):
-    """A tester's "[iOS]" in front of a title does not make it another title."""
+def test_similar_puts_the_same_title_under_a_tag_first(embedded, settings):
+    """A tester's "[iOS]" in front of a title does not make it another title. BUG-41 tells BUG-1's
+    story in BUG-1's own words under a reworded title, so by text it is the closest record in both
+    lists; BUG-40 is BUG-1's title alone, behind tags. The same-title boost puts BUG-40 first;
+    without the boost BUG-41 stays first."""
     from search.contract import SimilarRequest
     from search.engine import similar
 
-    twin = {"kind": "bug", "key": "BUG-40", "product": "PRD-1", "title": "[iOS] [6.2] Renewal fails with a saved card"}
-    assert import_records(jsonl(twin).splitlines()).written
+    same_story = {
+        "actual_result": "Tapping Renew shows a spinner forever",
+        "expected_result": "The payment sheet opens",
+        "environment": "Pixel 7, Android 14",
+    }
+    tagged = bug("BUG-40", "[iOS] [6.2] Renewal fails with a saved card", day=5)
+    reworded = bug("BUG-41", "Renewing with a stored card spins forever", raw=same_story, day=5)
+    assert import_records(jsonl(tagged, reworded).splitlines()).written
     embed_pending()
+
     response = similar(SimilarRequest(key="BUG-1", include_scores=True))
-    assert response.results[0].key == "BUG-40"
-    assert "exact_title" in response.results[0].scores.boosts
+    settings.SEARCH_TITLE_BOOST = 0
+    unboosted = similar(SimilarRequest(key="BUG-1"))
+
+    assert keys(response)[:2] == ["BUG-40", "BUG-41"]
+    assert keys(unboosted)[0] == "BUG-41"
     assert not any("exact_title" in hit.scores.boosts for hit in response.results[1:])
