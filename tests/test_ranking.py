@@ -86,7 +86,9 @@ def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(invoice_
 class RerankServer(ThreadingHTTPServer):
     """A Cohere-style /rerank on 127.0.0.1 that scores each document by the
     local model's cosine to the query, reversed when `reverse`: a reranker
-    whose order differs from the fusion's. `mode` "500" or "garbage" fails."""
+    whose order differs from the fusion's. `mode` "backwards" puts the
+    documents in the reverse of the order sent (the fusion's best last);
+    "500" or "garbage" fails."""
 
     daemon_threads = True
 
@@ -109,10 +111,13 @@ class RerankHandler(JSONHandler):
             return self.reply(500, b'{"error": "overloaded"}')
         if self.server.mode == "garbage":
             return self.reply(200, b"<html>sign in</html>")
-        provider = get_provider()
-        query = provider.embed_query(body["query"])
-        documents = provider.embed_documents(body["documents"])
-        scores = documents @ query * (-1 if self.server.reverse else 1)
+        if self.server.mode == "backwards":
+            scores = np.arange(len(body["documents"]), dtype=float)
+        else:
+            provider = get_provider()
+            query = provider.embed_query(body["query"])
+            documents = provider.embed_documents(body["documents"])
+            scores = documents @ query * (-1 if self.server.reverse else 1)
         results = [{"index": i, "relevance_score": float(s)} for i, s in enumerate(scores)]
         self.reply(200, json.dumps({"results": sorted(results, key=lambda r: -r["relevance_score"])}).encode())
 
@@ -144,7 +149,10 @@ def test_the_reranker_orders_the_fused_top_and_shows_its_scores(embedded, settin
     assert "rerank" not in response.results[4].scores.boosts
 
 
-def test_reranked_pages_follow_one_order(embedded, reranker):
+def test_reranked_pages_follow_one_order(embedded, settings, reranker):
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("renewal spinner", limit=50))
+    settings.SEARCH_RERANKER = "hosted"
     whole = keys(run("renewal spinner", limit=50))
     paged, cursor = [], None
     while True:
@@ -152,11 +160,20 @@ def test_reranked_pages_follow_one_order(embedded, reranker):
         paged += keys(page)
         if not (cursor := page.next_cursor):
             break
+    assert whole[:4] != fused[:4]  # the reranker's order, not the fusion's
     assert paged == whole
 
 
-def test_a_key_query_keeps_its_record_first_under_a_reranker(embedded, reranker):
-    assert keys(run("BUG-6", mode="keyword"))[0] == "BUG-6"
+def test_a_key_query_keeps_its_record_first_under_a_reranker(embedded, settings, reranker):
+    """The reranker reads the best records but the one the query names by its key. This one puts
+    what it reads in reverse: BUG-6, read with them, would fall from first to fourth."""
+    reranker.mode = "backwards"
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("BUG-6"))
+    settings.SEARCH_RERANKER = "hosted"
+    reranked = keys(run("BUG-6"))
+    assert fused[0] == reranked[0] == "BUG-6"
+    assert reranked[1:5] == fused[1:5][::-1]  # the next four, as the reranker put them
 
 
 @pytest.mark.parametrize("mode", ["500", "garbage"])
