@@ -36,8 +36,9 @@ def keys(response) -> list[str]:
 
 # Ledgerly's invoice PDF, where Kim's bug has a twin: Lee reported the same wrong VAT in other words.
 # Neither receipt bug is about the invoice, but both sound more like the query below than Lee's does;
-# the four other VAT-table bugs live next to Kim's and far from the query. No record but Kim's holds
-# a word of the query ("wrong"), so the keyword arm finds Kim's alone and meaning ranks the rest.
+# the four other VAT-table bugs live next to Kim's and far from the query. No record holds every word
+# of the query and none but Kim's holds any ("wrong"), so the keyword arm, relaxed to any word, finds
+# Kim's alone and meaning ranks the rest.
 # All were written the same day: recency weighs them alike and cannot reorder them.
 def invoice_bug(key, title, description=""):
     return bug(key, title, product="PRD-2", description=description, day=12, updated_at=t(12))
