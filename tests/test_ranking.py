@@ -14,7 +14,7 @@ from search.indexing.vectors import embed_pending
 from search.operations.search import search
 
 from .conftest import JSONHandler, jsonl, serving
-from .test_search import CORPUS
+from .test_search import CORPUS, bug, t
 
 
 @pytest.fixture
@@ -34,17 +34,51 @@ def keys(response) -> list[str]:
 # -- pseudo-relevance feedback ----------------------------------------------------------------
 
 
-def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(embedded, settings):
+# Ledgerly's invoice PDF, where Kim's bug has a twin: Lee reported the same wrong VAT in other words.
+# Neither receipt bug is about the invoice, but both sound more like the query below than Lee's does;
+# the four other VAT-table bugs live next to Kim's and far from the query. No record holds every word
+# of the query and none but Kim's holds any ("wrong"), so the keyword arm, relaxed to any word, finds
+# Kim's alone and meaning ranks the rest.
+# All were written the same day: recency weighs them alike and cannot reorder them.
+def invoice_bug(key, title, description=""):
+    return bug(key, title, product="PRD-2", description=description, day=12, updated_at=t(12))
+
+
+KIMS, LEES = "BUG-31", "BUG-32"
+SOUND_ALIKES = ["BUG-33", "BUG-34"]
+INVOICE_PDF = [
+    {"kind": "product", "key": "PRD-2", "name": "Ledgerly", "description": "Invoicing for small firms"},
+    invoice_bug(KIMS, "Invoice PDF has the wrong VAT total", "VAT is 19% instead of 20%"),
+    invoice_bug(LEES, "VAT total on the exported invoice is 19% instead of 20%"),
+    invoice_bug("BUG-33", "Receipt displays an incorrect duty amount"),
+    invoice_bug("BUG-34", "Receipt displays incorrect tax"),
+    invoice_bug("BUG-35", "Invoice PDF page numbers overlap the VAT table"),
+    invoice_bug("BUG-36", "VAT registration number missing from the invoice PDF footer"),
+    invoice_bug("BUG-37", "Invoice PDF prints the VAT column header in English only"),
+    invoice_bug("BUG-38", "VAT table on the invoice PDF is cut off at the page edge"),
+]
+
+
+@pytest.fixture
+def invoice_pdf(db):
+    assert import_records(jsonl(*INVOICE_PDF).splitlines()).written
+    assert embed_pending() == len(INVOICE_PDF)
+
+
+def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(invoice_pdf, settings):
+    """Feedback searches again from the query's vector moved toward the first fusion's best record,
+    Kim's bug (the one keyword match). Lee's is by far the nearest record to Kim's, so that second
+    list ranks it second; the receipts, which only sound like the query, fall under all four of
+    Kim's neighbours there. Fused as a third list, it lifts Lee's bug from under the receipts to
+    right under Kim's. Without feedback the query's own vector ranks both receipts above Lee's."""
     query = "my bill shows the wrong sales levy"
+    with_feedback = run(query, entities=["bug"])
     settings.SEARCH_RANKING = {"feedback_docs": 0}
-    without = run(query, mode="hybrid")
-    settings.SEARCH_RANKING = {"feedback_docs": 1}
-    with_feedback = run(query, mode="hybrid")
-    first = with_feedback.results[0].scores
-    # The second pass starts near the first record, and the list it gives is fused as a third one.
-    assert first.feedback_rank == 1 and first.feedback_score > first.semantic_score
-    assert all(hit.scores.feedback_rank is None for hit in without.results)
-    assert set(keys(with_feedback)[:2]) == {"BUG-4", "BUG-5"}
+    without = keys(run(query, entities=["bug"]))
+    assert keys(with_feedback)[:2] == [KIMS, LEES]
+    assert without[0] == KIMS and without.index(LEES) > max(map(without.index, SOUND_ALIKES))
+    twin = with_feedback.results[1].scores
+    assert twin.keyword_rank is None and twin.feedback_rank == 2  # meaning alone, and the second list's
 
 
 # -- the reranker slot ------------------------------------------------------------------------
@@ -53,7 +87,9 @@ def test_feedback_finds_the_twin_of_the_record_a_paraphrase_found_first(embedded
 class RerankServer(ThreadingHTTPServer):
     """A Cohere-style /rerank on 127.0.0.1 that scores each document by the
     local model's cosine to the query, reversed when `reverse`: a reranker
-    whose order differs from the fusion's. `mode` "500" or "garbage" fails."""
+    whose order differs from the fusion's. `mode` "backwards" puts the
+    documents in the reverse of the order sent (the fusion's best last);
+    "500" or "garbage" fails."""
 
     daemon_threads = True
 
@@ -76,10 +112,13 @@ class RerankHandler(JSONHandler):
             return self.reply(500, b'{"error": "overloaded"}')
         if self.server.mode == "garbage":
             return self.reply(200, b"<html>sign in</html>")
-        provider = get_provider()
-        query = provider.embed_query(body["query"])
-        documents = provider.embed_documents(body["documents"])
-        scores = documents @ query * (-1 if self.server.reverse else 1)
+        if self.server.mode == "backwards":
+            scores = np.arange(len(body["documents"]), dtype=float)
+        else:
+            provider = get_provider()
+            query = provider.embed_query(body["query"])
+            documents = provider.embed_documents(body["documents"])
+            scores = documents @ query * (-1 if self.server.reverse else 1)
         results = [{"index": i, "relevance_score": float(s)} for i, s in enumerate(scores)]
         self.reply(200, json.dumps({"results": sorted(results, key=lambda r: -r["relevance_score"])}).encode())
 
@@ -111,7 +150,10 @@ def test_the_reranker_orders_the_fused_top_and_shows_its_scores(embedded, settin
     assert "rerank" not in response.results[4].scores.boosts
 
 
-def test_reranked_pages_follow_one_order(embedded, reranker):
+def test_reranked_pages_follow_one_order(embedded, settings, reranker):
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("renewal spinner", limit=50))
+    settings.SEARCH_RERANKER = "hosted"
     whole = keys(run("renewal spinner", limit=50))
     paged, cursor = [], None
     while True:
@@ -119,11 +161,20 @@ def test_reranked_pages_follow_one_order(embedded, reranker):
         paged += keys(page)
         if not (cursor := page.next_cursor):
             break
+    assert whole[:4] != fused[:4]  # the reranker's order, not the fusion's
     assert paged == whole
 
 
-def test_a_key_query_keeps_its_record_first_under_a_reranker(embedded, reranker):
-    assert keys(run("BUG-6", mode="keyword"))[0] == "BUG-6"
+def test_a_key_query_keeps_its_record_first_under_a_reranker(embedded, settings, reranker):
+    """The reranker reads the best records but the one the query names by its key. This one puts
+    what it reads in reverse: BUG-6, read with them, would fall from first to fourth."""
+    reranker.mode = "backwards"
+    settings.SEARCH_RERANKER = ""
+    fused = keys(run("BUG-6"))
+    settings.SEARCH_RERANKER = "hosted"
+    reranked = keys(run("BUG-6"))
+    assert fused[0] == reranked[0] == "BUG-6"
+    assert reranked[1:5] == fused[1:5][::-1]  # the next four, as the reranker put them
 
 
 @pytest.mark.parametrize("mode", ["500", "garbage"])
@@ -179,15 +230,28 @@ def test_total_and_facets_count_every_record_the_feedback_list_adds(embedded, se
         assert by_kind[kind] == sum(hit.kind == kind for hit in response.results)
 
 
-def test_similar_puts_the_same_title_under_a_tag_first(embedded):
-    """A tester's "[iOS]" in front of a title does not make it another title."""
+def test_similar_puts_the_same_title_under_a_tag_first(embedded, settings):
+    """A tester's "[iOS]" in front of a title does not make it another title. BUG-41 tells BUG-1's
+    story in BUG-1's own words under a reworded title, so by text it is the closest record in both
+    lists; BUG-40 is BUG-1's title alone, behind tags. The same-title boost puts BUG-40 first;
+    without the boost BUG-41 stays first."""
     from search.contract import SimilarRequest
     from search.operations.similar import similar
 
-    twin = {"kind": "bug", "key": "BUG-40", "product": "PRD-1", "title": "[iOS] [6.2] Renewal fails with a saved card"}
-    assert import_records(jsonl(twin).splitlines()).written
+    same_story = {
+        "actual_result": "Tapping Renew shows a spinner forever",
+        "expected_result": "The payment sheet opens",
+        "environment": "Pixel 7, Android 14",
+    }
+    tagged = bug("BUG-40", "[iOS] [6.2] Renewal fails with a saved card", day=5)
+    reworded = bug("BUG-41", "Renewing with a stored card spins forever", raw=same_story, day=5)
+    assert import_records(jsonl(tagged, reworded).splitlines()).written
     embed_pending()
+
     response = similar(SimilarRequest(key="BUG-1", include_scores=True))
-    assert response.results[0].key == "BUG-40"
-    assert "exact_title" in response.results[0].scores.boosts
+    settings.SEARCH_RANKING = {"title_boost": 0}
+    unboosted = similar(SimilarRequest(key="BUG-1"))
+
+    assert keys(response)[:2] == ["BUG-40", "BUG-41"]
+    assert keys(unboosted)[0] == "BUG-41"
     assert not any("exact_title" in hit.scores.boosts for hit in response.results[1:])

@@ -546,12 +546,24 @@ def test_key_shortcut_puts_the_record_first(corpus):
     assert response.results[0].title == "Invoice PDF has the wrong VAT total"
 
 
-def test_exact_title_boost(corpus):
-    # BUG-7's title is the query; BUG-2 mentions checkout too.
-    response = run("Checkout", mode="keyword", include_scores=True)
+def test_exact_title_boost_lifts_the_record_whose_title_is_the_query(db, settings):
+    """A tester types the title they remember, "Checkout". By their words alone the other two rank
+    above that record: they say checkout in fewer words, or more often. The boost (as if one more
+    list ranked it first) puts it first."""
+    records = [
+        {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"},
+        bug("BUG-71", "Checkout", description="The button label is cut off in German"),
+        bug("BUG-72", "Checkout fails at checkout", description="Checkout spinner, then the checkout page reloads"),
+        bug("BUG-73", "Spinner on checkout after login"),
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
 
-    assert keys(response)[0] == "BUG-7"
-    assert "exact_title" in response.results[0].scores.boosts
+    boosted = keys(run("Checkout", mode="keyword"))
+    settings.SEARCH_RANKING = {"title_boost": 0}
+    words_alone = keys(run("Checkout", mode="keyword"))
+
+    assert boosted[0] == "BUG-71"
+    assert words_alone[0] != "BUG-71" and set(words_alone) == set(boosted)
 
 
 def test_facets_and_total_cover_the_whole_match_set(corpus):
@@ -896,15 +908,25 @@ def test_a_key_query_gives_meaning_no_vote(embedded):
 
 
 def test_a_query_of_codes_only_asks_for_those_tokens(corpus):
-    code_bug = bug("BUG-77", "Sign-in fails with AADSTS50105", description="The user is not assigned to the app")
-    import_records(jsonl(code_bug).splitlines())
+    """To the model a code is a string of word pieces: the three records that list AADSTS codes read
+    closer to "AADSTS50105" than BUG-77, whose title holds it. A query of codes alone asks for the
+    code, so the keyword arm orders the two records that hold it (the title first) and meaning does
+    not vote; with meaning's vote, BUG-78, the list that holds it once, would come first."""
+    records = [
+        bug("BUG-77", "Sign-in fails with AADSTS50105", description="The user is not assigned to the app"),
+        bug("BUG-78", "AADSTS error codes", description="AADSTS50105"),
+        bug("BUG-79", "Error codes", description="AADSTS50020 AADSTS50076 AADSTS50079"),
+        bug("BUG-80", "Login error codes", description="AADSTS50076 AADSTS90072"),
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
     embed_pending()
 
     response = run("AADSTS50105", include_scores=True)
     mixed = run("sign in fails", include_scores=True)
 
-    assert response.mode == "hybrid" and keys(response)[0] == "BUG-77"
-    assert all(h.scores.boosts.get("semantic_weight") == 0.0 for h in response.results if h.scores.semantic_rank)
+    assert response.mode == "hybrid" and keys(response)[:2] == ["BUG-77", "BUG-78"]
+    by_meaning = sorted((h for h in response.results if h.scores.semantic_rank), key=lambda h: h.scores.semantic_rank)
+    assert by_meaning[0].key == "BUG-78" and [h.key for h in by_meaning].index("BUG-77") >= 3
     assert not any("semantic_weight" in h.scores.boosts for h in mixed.results)  # words, not codes: meaning votes
 
 
