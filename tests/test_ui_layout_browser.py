@@ -2,7 +2,8 @@
 what fits on one line and what comes first on a small screen (the fixtures
 of test_ui_browser.py; screenshots go to artifacts/screenshots/).
 
-Alice (staff) reads the dashboard on a 1280-pixel screen.
+Alice (staff) reads the dashboard on a 1280-pixel screen and searches
+from her phone, a 390 by 844 viewport, with and without JavaScript.
 """
 
 import pytest
@@ -11,9 +12,11 @@ from playwright.sync_api import expect
 from backlog.services import import_records
 
 from .conftest import jsonl
-from .test_ui_browser import alice, browser, corpus, log_in, page, screenshot  # noqa: F401
+from .test_ui_browser import alice, browser, close, corpus, log_in, new_page, page, screenshot  # noqa: F401
 
 pytestmark = pytest.mark.slow
+
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 
 # Titles as long as the demo data's: they take the width a table gives out.
 LONG_TITLES = [
@@ -47,3 +50,43 @@ def test_the_dashboards_created_dates_keep_to_one_line(page, alice, long_titles,
         )
         assert lines == 1 and height < 1.5 * line, (date.text_content(), lines, height, line)
     screenshot(page, "dashboard-recent", full_page=True)
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["script", "no-script"])
+def test_on_a_phone_the_filters_wait_behind_a_button_and_the_first_result_is_near_the_top(
+    browser,  # noqa: F811
+    live_server,
+    alice,  # noqa: F811
+    corpus,  # noqa: F811
+    javascript,
+):
+    page = new_page(browser, live_server, java_script_enabled=javascript, **PHONE)  # noqa: F811
+    try:
+        log_in(page, alice, live_server)
+        page.goto("/search/?query=season+pass+renewal")
+        first = page.locator(".result").first
+        expect(first).to_be_visible()
+
+        screenshot(page, f"search-phone-{'script' if javascript else 'no-script'}", full_page=False)
+        assert first.bounding_box()["y"] < 300, first.bounding_box()
+        expect(page.locator(".facets")).to_be_hidden()
+
+        page.get_by_text("Filters", exact=True).click()
+
+        expect(page.locator(".facets")).to_be_visible()
+        low = page.get_by_role("checkbox", name="low", exact=False).first
+        expect(low).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing scrolls sideways
+        screenshot(page, f"search-phone-filters-{'script' if javascript else 'no-script'}", full_page=False)
+    finally:
+        close(page)
+
+
+def test_on_a_desktop_the_filters_are_shown_without_a_click(page, alice, corpus, live_server):  # noqa: F811
+    log_in(page, alice, live_server)
+    page.goto("/search/?query=season+pass+renewal")
+
+    expect(page.locator(".result").first).to_be_visible()
+    expect(page.locator(".facets")).to_be_visible()
+    expect(page.get_by_role("checkbox").first).to_be_visible()
+    expect(page.get_by_text("Filters", exact=True)).to_be_hidden()  # nothing to open
