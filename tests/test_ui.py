@@ -322,7 +322,7 @@ def test_a_bug_page_shows_its_raw_data_relations_and_likely_duplicates(as_alice,
     assert "&quot;reporter&quot;: &quot;dana&quot;" in html  # raw_data, pretty and escaped
     for link in ("/records/PRD-1/", "/records/FEAT-7/", "/records/TEST-3/"):
         assert f'href="{link}"' in html
-    duplicates = html.split('id="similar-heading">Likely duplicates</h2>')[1].split("</section>")[0]
+    duplicates = html.split('id="duplicates-heading">Likely duplicates</h2>')[1].split("</section>")[0]
     assert re.findall(r'href="/records/([^/]+)/"', duplicates)[0] == "BUG-20"
 
 

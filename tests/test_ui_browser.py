@@ -268,7 +268,7 @@ def test_alice_opens_a_bug_and_sees_its_likely_duplicates(as_alice):
 
     expect(page).to_have_url(re.compile(r"/records/BUG-12/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text("BUG-12 Renewal button does nothing on Android 14")
-    expect(page.locator("#similar li").first).to_contain_text("BUG-20 Renewal button unresponsive on Android 14")
+    expect(page.locator("#duplicates li").first).to_contain_text("BUG-20 Renewal button unresponsive on Android 14")
     expect(page.locator(".raw-data")).to_contain_text('"reporter": "dana"')
     expect(page.locator(".details")).to_contain_text("TEST-3 Renew an expired pass with a saved card")
     screenshot(page, "record-bug")

@@ -19,6 +19,7 @@ from search.service import health as index_health
 
 from . import dashboard as figures
 from .decorators import staff_required
+from .duplicates import likely_duplicates, related
 from .search_form import carried, chips, facet_groups
 
 FRAGMENTS = {"results": "ui/_results.html", "spotlight": "ui/_spotlight.html"}
@@ -75,17 +76,25 @@ def record(request, key):
         record = found["records"][0]
         if record["key"] != key:  # keys match case-insensitively; show one address per record
             return redirect("ui:record", record["key"])
-        similar = None
+        similar = duplicates = None
+        if record["kind"] == "bug":
+            duplicates = likely_duplicates(record, request.user)
         if record["kind"] != "product":
             params = {"key": key, "entities": [record["kind"]], "limit": SIMILAR_LIMIT}
-            similar = service.call("similar", params, request.user)
+            similar = related(service.call("similar", params, request.user), duplicates)
         timeline = None
         if record["kind"] in ("bug", "test"):
             params = {"key": key, "before": TIMELINE_SIDE, "after": TIMELINE_SIDE}
             timeline = service.call("timeline", params, request.user)
     except SearchError as exc:
         return render(request, "ui/error.html", {"error": str(exc), "key": key}, status=exc.status)
-    context = {"record": record, "similar": similar, "timeline": timeline, **split_related(record["related"])}
+    context = {
+        "record": record,
+        "duplicates": duplicates,
+        "similar": similar,
+        "timeline": timeline,
+        **split_related(record["related"]),
+    }
     return render(request, "ui/record.html", context)
 
 

@@ -73,7 +73,10 @@
         return;
       }
       const focused = region.contains(document.activeElement) ? document.activeElement.id : "";
+      const filtersOpen = region.querySelector(".filters[open]") !== null;
       region.replaceWith(fresh);
+      // Filters opened on a narrow screen stay open while they apply.
+      if (filtersOpen && fresh.querySelector(".filters")) fresh.querySelector(".filters").open = true;
       if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
       history.replaceState(null, "", url);
       document.title = (query ? query + " · Search" : "Search") + " · QA Search";
