@@ -436,6 +436,9 @@ def test_a_widened_search_says_which_words_no_record_holds_together(as_alice, co
     assert "No record has all of “renewal”, “unresponsive”, “receipt”; showing records with some of them" in widened
     assert result_keys(widened)  # and the records with some of them are listed
     assert 'id="relaxed"' not in whole and result_keys(whole)
+    # Some records have every word, fewer than a search wants: the note says how many.
+    few = as_alice.get("/search/?query=season+pass+renewal&mode=keyword").content.decode()
+    assert re.search(r"Only \d records? ha(s|ve) all of “season”, “pass”, “renewal”", few)
 
 
 def test_a_hit_found_by_meaning_alone_is_marked_so(as_alice, corpus):
