@@ -60,7 +60,7 @@ bench: install
 	$(BIN)/python bench/import_bench.py
 
 # The long fuzz run (bench/fuzz.py): every fuzz test with FUZZ_EXAMPLES=6000
-# unless given, figures per surface; about ten minutes on two cores.
+# unless given, figures per surface (inputs, server errors, leaks).
 fuzz: install
 	$(BIN)/python bench/fuzz.py --examples $${FUZZ_EXAMPLES:-6000}
 

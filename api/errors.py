@@ -17,6 +17,7 @@ from django.db import IntegrityError
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
@@ -81,6 +82,17 @@ def exception_handler(exc, context):
         code = getattr(detail, "code", None) or getattr(exc, "default_code", "error")
         response.data = error_body(CODES.get(code, code), str(detail))
     return response
+
+
+class JSONErrors:
+    """For a view whose answers are another format (the schema's YAML, the docs'
+    HTML): its errors, such as a 405 for a method it does not take, in the JSON
+    shape too, rather than through the view's own renderer."""
+
+    def handle_exception(self, exc):
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
 
 
 def flatten(detail, prefix: str = "") -> dict[str, list[str]]:

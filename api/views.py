@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils.text import capfirst
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import permissions, status, viewsets
 from rest_framework.exceptions import NotFound, PermissionDenied, UnsupportedMediaType, ValidationError
 from rest_framework.response import Response
@@ -40,7 +41,7 @@ from search.contract import (
 )
 
 from . import filters, schema, serializers, throttles
-from .errors import Conflict
+from .errors import Conflict, JSONErrors
 from .parsers import PARSERS
 
 # -- search operations --------------------------------------------------------------------
@@ -282,3 +283,11 @@ def _unless_blank(lines: Iterable[bytes] | dict) -> Iterator[bytes] | None:
             return chain(repeat(b"\n", blank), [line], lines)  # blank lines kept: line numbers stay right
         blank += 1
     return None
+
+
+class SchemaView(JSONErrors, SpectacularAPIView):
+    """The OpenAPI schema, as YAML or JSON; its errors (a 405) as JSON."""
+
+
+class DocsView(JSONErrors, SpectacularSwaggerSplitView):
+    """Swagger UI's page; its errors (a 405) as JSON."""

@@ -4,11 +4,13 @@ each surface was sent and how it answered.
     .venv/bin/python bench/fuzz.py [--examples 6000]        (or: make fuzz)
 
 Runs, in one pytest process on the test database, tests/test_fuzz.py (the
-service, REST, and schemathesis over every operation of /api/schema) and the
-MCP fuzz test of tests/test_mcp.py (stdio and HTTP), with FUZZ_EXAMPLES set
-to --examples: that many examples per test and per MCP transport, a
-fifteenth of it per OpenAPI operation, and schemathesis's coverage phase on
-top (tests/fuzzing.py). Each test writes a line per input sent to the file
+service, REST, schemathesis over every operation of /api/schema, and every
+route of the URLconf: any method, parameters twice, lone surrogates) and
+the MCP fuzz test of tests/test_mcp.py (stdio and HTTP), with FUZZ_EXAMPLES
+set to --examples: that many examples per test and per MCP transport, a
+fifteenth of it per OpenAPI operation, and on top schemathesis's coverage
+phase, every method on every route as each of the three visitors, and every
+parameter of every route twice in four ways (tests/fuzzing.py). Each test writes a line per input sent to the file
 FUZZ_TALLY names; this script counts them per surface:
 
 - inputs: requests, service calls or tool calls sent;
