@@ -60,33 +60,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from queries import CITUS_LEFT_OUT
+from queries import QUERIES as ALL_QUERIES
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 DATABASE = "qasearch"
-UNIVERSAL = "qaeverywhere"
-QUERIES = [
-    "crash",
-    "spinner",
-    "refund",
-    "timezone",
-    "voiceover",
-    "payment fails",
-    "app crashes on startup",
-    "wrong total invoice",
-    "season pass renewal",
-    '"payment sheet"',
-    "checko",
-    "offline ticket wallet",
-    "dark mode contrast",
-    "memory leak map",
-    "500 error export",
-    "duplicate charge card",
-    "login session expired",
-    "why does the app close when I renew my pass",
-    "invoice total does not match the breakdown",
-    "BUG-1432",
-    f"{UNIVERSAL} crash",
-]
+QUERIES = [query for query in ALL_QUERIES if query not in CITUS_LEFT_OUT]
 # The filters of the "filtered" runs (bugs and tests in these states, bugs of these severities).
 FILTERS = {"status": ["open", "accepted", "active"], "severity": ["critical", "high"], "entities": ["bug", "test"]}
 # One more: a product filter, which joins the index with backlog_product (a local table on the coordinator).

@@ -46,6 +46,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import override_settings, setup_databases, teardown_databases
 from peers import Filters, Fts5, icontains
+from queries import QUERIES, UNIVERSAL
 
 from backlog.demo import generate
 from backlog.interchange import dumps
@@ -58,45 +59,12 @@ from search.operations.search import search
 from search.query.scope import Scope
 from search.ranking import semantic
 
-UNIVERSAL = "qaeverywhere"
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made
 # the set far harder for HNSW than any text embedding (recall 0.4 at ef 40).
 NOISE = 0.02
 # The filtered queries' filter (--peers): critical and high bugs, about a
 # tenth of the records, a common triage view.
 FILTER = Filters(entities=("bug",), severity=("critical", "high"))
-QUERIES = [
-    UNIVERSAL,
-    "open",
-    "test",
-    "crash",
-    "spinner",
-    "refund",
-    "timezone",
-    "voiceover",
-    "zoom",
-    "vat",
-    "payment fails",
-    "app crashes on startup",
-    "wrong total invoice",
-    "season pass renewal",
-    '"payment sheet"',
-    "checko",
-    "renewa",
-    "offline ticket wallet",
-    "dark mode contrast",
-    "memory leak map",
-    "500 error export",
-    "duplicate charge card",
-    "login session expired",
-    "why does the app close when I renew my pass",
-    "invoice total does not match the breakdown",
-    "BUG-1432",
-    "TEST-208",
-    "open -android",
-    "crash or freeze",
-    f"{UNIVERSAL} crash",
-]
 
 
 def load(records: int, seed: int) -> None:
