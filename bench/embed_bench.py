@@ -1,6 +1,7 @@
 """Local embeddings: how fast `embed_pending` fills in vectors, before and after, and where the time goes.
 
     .venv/bin/python bench/embed_bench.py [--records 10000] [--rounds 3] [--sample 300] [--threads N]
+        [--baseline model|before] [--database NAME]
     .venv/bin/python bench/embed_bench.py --variants [--documents 300] [--rounds 5]
 
 Builds its own database (`test_bench_embed`, dropped at the end unless
@@ -8,7 +9,11 @@ Builds its own database (`test_bench_embed`, dropped at the end unless
 test in ten repeats another's text), then alternates whole runs over every
 record, each from no vectors at all, in one process:
 
-* before: the loop as it was at 84df4fe, kept below: 64 rows a batch, each
+* model (--baseline model, the default): the model alone, no database: the
+  provider's embed_documents over every record's text, 64 at a time, with
+  the same EMBEDDING_THREADS: what `embed_pending` would reach if the
+  pipeline around the model cost nothing;
+* before (--baseline before): the loop as it was at 84df4fe, kept below: 64 rows a batch, each
   text embedded one after another on one onnxruntime thread by the graph as
   exported, every row embedded, the batch written after it is embedded;
 * after: `search.indexing.vectors.embed_pending` as it is, EMBEDDING_THREADS as set
@@ -64,6 +69,12 @@ def embed_pending_before(provider: LocalEmbeddingProvider, batch_size: int = 64)
         last_id = batch[-1][0]
         vectors = provider.embed_documents([document_text(title, body) for _, title, body, _ in batch])
         written += _store(batch, vectors, provider.model_id)
+
+
+def model_alone(provider, texts: list[str], batch_size: int = 64) -> tuple[int, np.ndarray]:
+    """The model on ``texts`` in batches as embed_pending hands them over, nothing else: (texts, vectors)."""
+    vectors = [provider.embed_documents(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    return len(texts), np.vstack(vectors)
 
 
 def as_exported(threads: int = 1) -> LocalEmbeddingProvider:
@@ -164,7 +175,7 @@ def breakdown(provider: LocalEmbeddingProvider, sample: int) -> None:
 
 
 def compare_runs(args) -> None:
-    connection.settings_dict["TEST"]["NAME"] = "test_bench_embed"
+    connection.settings_dict["TEST"]["NAME"] = args.database
     old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db)
     try:
         if Document.objects.count() < args.records:
@@ -176,18 +187,32 @@ def compare_runs(args) -> None:
         with override_settings(**settings):
             after = get_provider()
             after.embed_query("warm up")
-            before = as_exported()
-            before.embed_query("warm up")
+            if args.baseline == "before":
+                before = as_exported()
+                before.embed_query("warm up")
+
+                def baseline():
+                    return embed_pending_before(before)
+
+            else:
+                rows = Document.objects.order_by("id").values_list("title", "body")
+                texts = [document_text(title, body) for title, body in rows]
+                alone = {}
+
+                def baseline():
+                    written, alone["vectors"] = model_alone(after, texts)
+                    return written
+
             print(f"# embed_pending over {records:,} demo records ({distinct:,} distinct texts), {args.rounds} rounds")
             print(
                 f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
                 f"onnxruntime {ort.__version__}; after: EMBEDDING_THREADS={after.threads}"
             )
-            results: dict[str, list[dict]] = {"before": [], "after": []}
+            results: dict[str, list[dict]] = {args.baseline: [], "after": []}
             vectors = {}
             for _ in range(args.rounds):
-                results["before"].append(timed_run("before", lambda: embed_pending_before(before)))
-                vectors["before"] = stored_vectors()
+                results[args.baseline].append(timed_run(args.baseline, baseline))
+                vectors[args.baseline] = alone["vectors"] if args.baseline == "model" else stored_vectors()
                 results["after"].append(timed_run("after", embed_pending))
                 vectors["after"] = stored_vectors()
             print("| run | records/s | CPU ms a record, this process | CPU ms a record, database |")
@@ -198,15 +223,19 @@ def compare_runs(args) -> None:
                     f"| {statistics.median(r['cpu_ms'] for r in runs):.1f} "
                     f"| {statistics.median(r['db_ms'] for r in runs):.1f} |"
                 )
-            ratios = [a["records_s"] / b["records_s"] for a, b in zip(results["after"], results["before"], strict=True)]
+            pairs = zip(results["after"], results[args.baseline], strict=True)
+            ratios = [a["records_s"] / b["records_s"] for a, b in pairs]
             each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
-            print(f"# after / before, records/s: median {statistics.median(ratios):.2f} (pair by pair {each})")
-            cosines = np.sum(vectors["before"] * vectors["after"], axis=1) / (
-                np.linalg.norm(vectors["before"], axis=1) * np.linalg.norm(vectors["after"], axis=1)
+            print(f"# after / {args.baseline}, records/s: median {statistics.median(ratios):.2f} (pair by pair {each})")
+            # The model's float32 against what the table keeps (halfvec): up to half a float16 step apart.
+            cosines = np.sum(vectors[args.baseline] * vectors["after"], axis=1) / (
+                np.linalg.norm(vectors[args.baseline], axis=1) * np.linalg.norm(vectors["after"], axis=1)
             )
-            largest = np.abs(vectors["before"] - vectors["after"]).max()
+            largest = np.abs(vectors[args.baseline] - vectors["after"]).max()
+            halved = np.abs(vectors[args.baseline].astype(np.float16).astype(np.float32) - vectors["after"]).max()
             print(
-                f"# stored vectors, after against before: largest difference {largest:.3g}, "
+                f"# stored vectors, after against {args.baseline}: largest difference {largest:.3g} "
+                f"({halved:.3g} once rounded to float16), "
                 f"lowest cosine {cosines.min():.7f}"
             )
             breakdown(after, args.sample)
@@ -278,7 +307,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="before/after pairs (with --variants: query rounds)")
     parser.add_argument("--sample", type=int, default=300, help="records in the one-thread breakdown")
     parser.add_argument("--threads", type=int, default=None, help="EMBEDDING_THREADS for the after runs")
-    parser.add_argument("--keep-db", action="store_true", help="keep test_bench_embed (and reuse it next time)")
+    parser.add_argument("--baseline", choices=("model", "before"), default="model", help="embed_pending against")
+    parser.add_argument("--database", default="test_bench_embed", help="the database it builds (and drops)")
+    parser.add_argument("--keep-db", action="store_true", help="keep the database (and reuse it next time)")
     parser.add_argument("--variants", action="store_true", help="compare the two local variants instead (no database)")
     parser.add_argument("--documents", type=int, default=300, help="with --variants: demo bugs and tests embedded")
     args = parser.parse_args()

@@ -77,9 +77,11 @@ def test_each_text_is_embedded_once_and_every_copy_gets_its_vector(tracker, watc
     assert pending_count() == 0
 
 
-def test_every_row_gets_the_vector_of_its_own_text(tracker):
-    """Batches of two, so the pipeline holds a batch while it writes another and the copies cross batches."""
-    embed_pending(batch_size=2)
+@pytest.mark.parametrize("batch_size", [1, 2, 64])
+def test_every_row_gets_the_vector_of_its_own_text(tracker, batch_size):
+    """Small batches: the pipeline holds a batch while it writes another and the copies cross batches;
+    one batch of all: the model runs its texts longest first, and each vector still lands on its row."""
+    embed_pending(batch_size=batch_size)
 
     provider = get_provider()
     vectors = stored()
@@ -88,6 +90,17 @@ def test_every_row_gets_the_vector_of_its_own_text(tracker):
         assert np.abs(vectors[document.key] - own).max() < 1e-3, document.key  # halfvec keeps ~3 digits
         others = [key for key, vector in vectors.items() if not np.array_equal(vector, vectors[document.key])]
         assert all(float(vectors[key] @ own) < 0.99 for key in others), document.key
+
+
+def test_a_text_in_the_batch_before_is_not_embedded_again(tracker, watched_model):
+    """One row a batch: BUG-2's batch is read while BUG-1's is still in the model (nothing to copy yet);
+    BUG-5's after BUG-1's vector is stored, so it is copied."""
+    assert embed_pending(batch_size=1) == len(RECORDS)
+
+    renewal = document_text(RENEWAL["title"], RENEWAL["description"])
+    assert watched_model.count(renewal) == 1 and len(watched_model) == 4
+    vectors = stored()
+    assert np.array_equal(vectors["BUG-1"], vectors["BUG-2"]) and np.array_equal(vectors["BUG-1"], vectors["BUG-5"])
 
 
 def test_a_copy_filed_later_gets_the_stored_vector_without_the_model(tracker, watched_model):

@@ -47,10 +47,12 @@ def embed_pending(
     bar = progress("embedding", queryset.count()) if progress else None
     written = 0
     last_id = 0
-    in_hand = None  # the batch the model is embedding: its rows, their texts' hashes, the Future
+    in_hand = None  # the batch the model is embedding: its rows, its texts' hashes, the Future, the batch before's
 
-    def write(rows, hashes, embedding) -> int:
+    def write(rows, hashes, embedding, before) -> int:
         vectors = dict(zip(hashes, embedding.result(), strict=True))
+        for content_hash in {row[3] for row in rows} - vectors.keys():  # embedded by the batch before
+            vectors[content_hash] = before[1].result()[before[0].index(content_hash)]
         if bar is not None:
             bar.update(len(rows))
         return _store(rows, [vectors[row[3]] for row in rows], provider.model_id)
@@ -68,14 +70,16 @@ def embed_pending(
             if bar is not None:
                 bar.update(len(copied))
             rows = [row for row in batch if row[0] not in copied]
+            # The batch in hand is not written yet, so the copy above cannot see its texts: take them from it.
+            before = in_hand[1:3] if in_hand is not None else ([], None)
             texts = {}
             for _, title, body, content_hash in rows:
-                if content_hash not in texts:
+                if content_hash not in texts and content_hash not in before[0]:
                     texts[content_hash] = document_text(title, body)
             embedding = model.submit(provider.embed_documents, list(texts.values()))
             if in_hand is not None:
                 written += write(*in_hand)
-            in_hand = (rows, list(texts), embedding)
+            in_hand = (rows, list(texts), embedding, before)
         if in_hand is not None:
             written += write(*in_hand)
     if bar is not None:
