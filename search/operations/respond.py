@@ -41,7 +41,8 @@ def relaxed(found: Found) -> Relaxed | None:
     """What the response says when the keyword arm widened the query (search.ranking.keyword,
     search.operations.search): a search says what it did, never widens silently."""
     arm = found.keyword
-    if found.listed or arm is None or arm.relaxed is None:
+    # A query that names a record by its key found what it asked for.
+    if found.listed or found.key_match is not None or arm is None or arm.relaxed is None:
         return None
     words = list(dict.fromkeys(word.text for word in found.words or []))
     return Relaxed(how=arm.relaxed, matched_all=arm.matched_all, words=words)
