@@ -11,7 +11,7 @@ from search import db
 from search.contract import NotFound, SearchResponse, SimilarRequest
 from search.indexing.embeddings import active_model_id, unavailable_reason
 from search.indexing.health import index_health
-from search.operations.respond import Found, respond
+from search.operations.respond import Found, included, respond
 from search.query.parse import parse
 from search.query.scope import Scope, build_scope
 from search.ranking import config, more_like_this, pipeline, semantic
@@ -36,8 +36,9 @@ def similar(request: SimilarRequest, user=None) -> SearchResponse:
         raise NotFound.no_record(request.key)
     plan = SimilarPlan(request, *row)
     scope = scope.narrowed("d.id <> %(scope_itself)s", scope_itself=plan.doc_id)
-    health = index_health(scope.products)
     ranking = pipeline.rank(plan, scope)
+    # Counted only for a response that shows it (the plan reads its own record's vector instead).
+    health = index_health(scope.products) if included(request, "index") else None
     # The words a hit's `why` names: those of the keyword arm's query (the title's and the telling body words).
     words = plan.parsed.terms if ranking.mode != "semantic" else parse(plan.title + " ", "simple").terms
     found = Found(

@@ -145,7 +145,7 @@ def build_scope(request: SearchRequest | Filters, user) -> Scope:
     chosen = {}
     for param in FILTERS:
         value = getattr(request, param, None)
-        if value is None or value == () or value == []:
+        if not value:  # not given: None, or an empty list
             continue
         values = list(value) if isinstance(value, list | tuple) else [value]
         if param == "products":
