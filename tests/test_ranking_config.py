@@ -36,7 +36,8 @@ def test_the_system_check_is_registered_and_quiet_on_the_defaults():
         ({"arm_depth": -1}, "arm_depth to -1; it must be a whole number of at least 1 (default 200)"),
         ({"hnsw_ef_search": 5000}, "hnsw_ef_search to 5000; it must be a whole number from 1 to 1000"),
         ({"recency_half_life": 0}, "recency_half_life to 0; it must be a number above 0"),
-        ({"rrfk": 10}, "names 'rrfk', which is not a ranking constant; they are: rrf_k, "),
+        ({"rrfk": 10}, "names 'rrfk', which is not a ranking constant; they are: fusion, zscore_depth, rrf_k, "),
+        ({"fusion": "combsum"}, "fusion to 'combsum'; it must be one of zscore, rrf (default \"zscore\")"),
     ],
 )
 def test_a_bad_value_fails_the_system_check_naming_the_field(overrides, said):

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 from django.conf import settings
 from django.core import checks
@@ -29,7 +29,9 @@ class RankingConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # Fusion and boosts (search.ranking.fusion).
-    rrf_k: int = Field(20, ge=1)  # reciprocal rank fusion: each list adds weight / (k + rank)
+    fusion: Literal["zscore", "rrf"] = "zscore"  # what a list gives its records: z-scores or reciprocal ranks
+    zscore_depth: int = Field(100, ge=2)  # zscore: each list's first records that give its standard deviation
+    rrf_k: int = Field(20, ge=1)  # rrf: each list adds weight / (k + rank)
     keyword_weight: float = Field(1.0, ge=0)  # the keyword arm's weight in the fusion
     semantic_weight: float = Field(1.0, ge=0)  # the semantic arm's weight in the fusion
     weak_coverage: float = Field(0.33, ge=0, le=1)  # below this share of the query, the keyword weight shrinks
@@ -97,6 +99,8 @@ def default_json(name: str) -> str:
 def allowed(name: str) -> str:
     """What a field may be, in words, from its schema: "a whole number from 1 to 1000"."""
     schema = RankingConfig.model_json_schema()["properties"][name]
+    if "enum" in schema:
+        return "one of " + ", ".join(schema["enum"])
     if schema["type"] == "array":
         return f"{len(schema['prefixItems'])} numbers, each {_bounds(schema['prefixItems'][0])}"
     return f"{'a whole number' if schema['type'] == 'integer' else 'a number'} {_bounds(schema)}"

@@ -1,13 +1,26 @@
 """Fusion: the arms' ranked lists into one, with each query's arm weights and the boosts.
 
-score = w_kw / (k + rank_kw) + w_sem / (k + rank_sem), with k = rrf_k
-(20: measured better than the customary 60 on the public judged sets, see
-docs/benchmarks.md) and w the configured arm weights (keyword_weight,
-semantic_weight) times this query's (`weights`); in hybrid, the
-semantic arm's second pass (semantic.feedback) adds
-w_sem * feedback_list_weight / (k + rank_feedback). Boosts, after
-fusion: a record whose title equals the query gets + title_boost / k
-(as if one more arm ranked it first); recency multiplies the score by
+score = sum over the arms of w * value(record in that arm's list), where w
+is the configured arm weight (keyword_weight, semantic_weight) times this
+query's (`weights`); in hybrid, the semantic arm's second pass
+(semantic.feedback) is a third list of weight w_sem * feedback_list_weight.
+A record an arm did not list gets nothing from it. `fusion` chooses value:
+
+- "zscore" (the default): (score - floor) / sd, the arm's own score in
+  standard deviations of its first zscore_depth scores, above the lowest it
+  listed (or above 0, the score of a record that does not match, when the
+  keyword arm listed every match). An arm that is sure of its best records
+  (a stack trace's one bug, a paraphrase's nearest neighbour) puts them
+  many deviations above the rest; an arm that is guessing ranks a flat
+  list, and its first record weighs little more than its hundredth. So
+  each query weighs its arms by how peaked their scores are (the
+  normalized query-performance predictors of Shtok et al.'s NQC) without
+  a threshold fitted to one set; measured against RRF in docs/benchmarks.md.
+- "rrf": reciprocal rank fusion, 1 / (rrf_k + rank): ranks only.
+
+Boosts, after fusion: a record whose title equals the query gets as much as
+one more arm ranking it first (title_boost x the largest first-record value
+of the fused lists; 1 / rrf_k under RRF); recency multiplies the score by
 1 + recency_weight * 0.5 ** (age in days / recency_half_life)
 (0.02 and 365: at most +2%, under the gap between neighbouring ranks at the
 top of an RRF list, so recency breaks near-ties and never buries a better
@@ -16,8 +29,10 @@ named here are fields of search.ranking.config.
 """
 
 import re
+import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import zip_longest
 
 from search.contract import ScoreDetail
 from search.ranking import config
@@ -85,18 +100,44 @@ def weights(query: str, coverage: float) -> Weights:
     return Weights()
 
 
+class Fused(dict[int, Candidate]):
+    """The fused candidates by id, and what the boosts scale by: `first`, the
+    largest value one arm gave its first record (weighted), and `semantic`,
+    the semantic lists' value at each rank (weighted, the feedback list's
+    added), for records that await their vector."""
+
+    first: float = 0.0
+    semantic: list[float] = []
+
+
+def values(result: ArmResult, keyword: bool = False) -> list[float]:
+    """What each ranked record of `result` (the `keyword` arm's or not) gets from its list, before its weight."""
+    constants = config.current()
+    if constants.fusion == "rrf":
+        return [1 / (constants.rrf_k + rank) for rank in range(1, len(result.ranked) + 1)]
+    scores = [score for _, score in result.ranked]
+    if not scores:
+        return []
+    head = scores[: constants.zscore_depth]
+    # Every match listed (a keyword arm that stopped short of its depth, exactly
+    # counted): a record it left out does not match, and scores 0.
+    whole = keyword and result.exact and result.total <= len(scores)
+    floor = 0.0 if whole else scores[-1]
+    spread = statistics.pstdev(head) or (head[0] - floor) or 1.0
+    return [max(score - floor, 0.0) / spread for score in scores]
+
+
 def fuse(
     keyword_result: ArmResult | None,
     semantic_result: ArmResult | None,
     query=None,
     feedback_result: ArmResult | None = None,
-) -> dict[int, Candidate]:
-    """Reciprocal rank fusion; `query` is this query's Weights (evidence), on
+) -> Fused:
+    """The arms' lists in one; `query` is this query's Weights (evidence), on
     top of the configured ones. `feedback_result`, the semantic arm's second
     pass (semantic.feedback), is a third list with the semantic arm's weight
     times feedback_list_weight."""
     constants = config.current()
-    k = constants.rrf_k
     query = query or Weights()
     semantic = constants.semantic_weight * query.semantic
     weights = {
@@ -104,20 +145,28 @@ def fuse(
         "semantic": semantic,
         "feedback": semantic * constants.feedback_list_weight,
     }
-    candidates: dict[int, Candidate] = {}
+    candidates = Fused()
+    shares: list[float] = []
     arms = (("keyword", keyword_result), ("semantic", semantic_result), ("feedback", feedback_result))
     for arm, result in arms:
         if result is None:
             continue
-        for rank, (doc_id, score) in enumerate(result.ranked, start=1):
+        worth = values(result, keyword=arm == "keyword")
+        if worth:
+            candidates.first = max(candidates.first, weights[arm] * worth[0])
+        if arm != "keyword":
+            weighted = [weights[arm] * value for value in worth]
+            shares = [a + b for a, b in zip_longest(shares, weighted, fillvalue=0.0)]
+        for rank, ((doc_id, score), value) in enumerate(zip(result.ranked, worth, strict=True), start=1):
             candidate = candidates.setdefault(doc_id, Candidate(doc_id))
             setattr(candidate, f"{arm}_rank", rank)
             setattr(candidate, f"{arm}_score", score)
-            candidate.score += weights[arm] / (k + rank)
+            candidate.score += weights[arm] * value
             if arm != "feedback" and getattr(query, arm) != 1.0:
                 candidate.boosts[f"{arm}_weight"] = getattr(query, arm)
             if candidate.info is None:
                 candidate.info = result.info.get(doc_id)
+    candidates.semantic = shares
     return candidates
 
 
@@ -131,17 +180,12 @@ def normalize_title(text: str) -> str:
     return " ".join(re.findall(r"\w+", _TAGS.sub("", text).lower()))
 
 
-def boost(
-    candidates: dict[int, Candidate],
-    query: str | None,
-    key_match: int | None,
-    hybrid: bool = False,
-    feedback: bool = False,
-) -> None:
+def boost(candidates: Fused, query: str | None, key_match: int | None, hybrid: bool = False) -> None:
     """Apply the documented boosts. In `hybrid` search, a record that has
-    no vector yet gets the semantic lists' share at its keyword rank (the
-    semantic arm's, and the feedback list's when it ran), so records
-    waiting for embedding are not pushed down while the index lags."""
+    no vector yet gets the semantic lists' share at its keyword rank (what
+    the semantic arm's list, and the feedback list's when it ran, give that
+    rank), so records waiting for embedding are not pushed down while the
+    index lags."""
     if not candidates:
         return
     missing = [c.id for c in candidates.values() if c.info is None]
@@ -152,8 +196,8 @@ def boost(
         else:
             del candidates[doc_id]
     constants = config.current()
-    k = constants.rrf_k
-    title_boost = constants.title_boost / k
+    rrf = constants.fusion == "rrf"
+    title_boost = constants.title_boost * (1 / constants.rrf_k if rrf else candidates.first)
     wanted = normalize_title(query) if query else None
     ends = (wanted.split(" ")[0], wanted.split(" ")[-1]) if wanted else ()
     # Ages count from today's midnight, not from this instant, so scores (and
@@ -162,8 +206,7 @@ def boost(
     for candidate in candidates.values():
         info = candidate.info
         if hybrid and not info.has_vector and candidate.keyword_rank and candidate.semantic_rank is None:
-            lists = 1 + (constants.feedback_list_weight if feedback else 0)
-            share = constants.semantic_weight * lists / (k + candidate.keyword_rank)
+            share = _semantic_share(candidates, candidate.keyword_rank)
             candidate.boosts["awaiting_embedding"] = round(share, 6)
             candidate.score += share
         # The substring tests spare normalizing titles that cannot be equal.
@@ -173,8 +216,20 @@ def boost(
             candidate.score += title_boost
         _recency(candidate, today)
     if key_match is not None and key_match in candidates:
-        candidates[key_match].boosts["key_match"] = 1.0
-        candidates[key_match].score += 1.0
+        # Above every other candidate, whatever the scale of the scores.
+        lift = 1.0 + max(candidate.score for candidate in candidates.values())
+        candidates[key_match].boosts["key_match"] = round(lift, 6)
+        candidates[key_match].score += lift
+
+
+def _semantic_share(candidates: Fused, rank: int) -> float:
+    """What the semantic lists give their record at `rank`: under RRF the
+    lists' weights / (rrf_k + rank) at any rank; by z-score, their value at
+    that rank where they reach it."""
+    shares = candidates.semantic
+    if config.current().fusion == "rrf" and shares:
+        return shares[0] * (config.current().rrf_k + 1) / (config.current().rrf_k + rank)
+    return shares[rank - 1] if rank <= len(shares) else 0.0
 
 
 def _recency(candidate: Candidate, today: float) -> None:

@@ -97,7 +97,7 @@ def rank(plan: Plan, scope: Scope) -> Ranking:
     if plan.pinned is not None and plan.pinned not in candidates:
         candidates[plan.pinned] = fusion.Candidate(plan.pinned)
     hybrid = plan.fill_awaiting and bool(keyword_result and semantic_result)
-    fusion.boost(candidates, plan.boost_title, plan.pinned, hybrid=hybrid, feedback=again is not None)
+    fusion.boost(candidates, plan.boost_title, plan.pinned, hybrid=hybrid)
     if plan.rerank_text is not None:
         rerank.apply(candidates, plan.rerank_text, pinned=plan.pinned)
     return Ranking(candidates, mode, keyword_result, semantic_result, again, degraded)
