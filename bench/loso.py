@@ -13,8 +13,11 @@ itself) and the baseline (the first variant), overall and per query type.
         ../shared/eval/gitbugs-hadoop=bench/out/lab_gitbugs-hadoop.json \\
         ../shared/eval/cranfield=bench/out/lab_cranfield.json
 
-A setting is kept only if its held-out gain over the baseline is positive
-on every set (docs/benchmarks.md, "Ranking experiments").
+`--grid base,a,b` limits the choice to those variants (the first is the
+baseline): one decision at a time, e.g. one constant's values with the
+others at their defaults. A setting is kept only if its held-out gain over
+the baseline is positive on every set (docs/benchmarks.md, "Ranking
+experiments").
 """
 
 import argparse
@@ -49,8 +52,13 @@ def mean(scores: dict[str, float], types: dict[str, str], kind: str | None = Non
     return fmean(chosen) if chosen else float("nan")
 
 
-def leave_one_out(sets: dict[str, dict]) -> dict[str, dict]:
+def leave_one_out(sets: dict[str, dict], grid: list[str] | None = None) -> dict[str, dict]:
     variants = [v for v in next(iter(sets.values()))["scores"] if all(v in s["scores"] for s in sets.values())]
+    if grid:
+        missing = [v for v in grid if v not in variants]
+        if missing:
+            raise SystemExit(f"--grid names {', '.join(missing)}, which not every set's file has")
+        variants = grid
     means = {name: {v: mean(s["scores"][v], s["types"]) for v in variants} for name, s in sets.items()}
     report = {}
     for held_out in sets:
@@ -65,9 +73,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sets", nargs="+", help="FOLDER=LAB_JSON, one per judged set")
     parser.add_argument("--mode", default="hybrid")
+    parser.add_argument("--grid", type=lambda text: text.split(","), help="variants to choose among, baseline first")
     args = parser.parse_args()
     sets = load(args.sets, args.mode)
-    report = leave_one_out(sets)
+    report = leave_one_out(sets, args.grid)
     kept = True
     for name, chosen in report.items():
         s = sets[name]
@@ -79,7 +88,7 @@ def main() -> None:
             label = kind or "all"
             print(f"  {label:<14}" + "".join(f"{f:>8.3f}" for f in figures) + f"  held-out gain {figures[1] - figures[0]:+.3f}")
         kept = kept and mean(s["scores"][columns[1]], s["types"]) > mean(s["scores"][columns[0]], s["types"])
-    print("\nkept: held-out gain positive on every set" if kept else "\nnot kept: some set loses held out")
+    print("\nkept: held-out gain positive on every set" if kept else "\nnot kept: the held-out gain is not positive on every set")
 
 
 if __name__ == "__main__":
