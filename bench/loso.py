@@ -86,9 +86,11 @@ def main() -> None:
         for kind in kinds:
             figures = [mean(s["scores"][v], s["types"], kind) for v in columns]
             label = kind or "all"
-            print(f"  {label:<14}" + "".join(f"{f:>8.3f}" for f in figures) + f"  held-out gain {figures[1] - figures[0]:+.3f}")
+            gain = figures[1] - figures[0]
+            print(f"  {label:<14}" + "".join(f"{f:>8.3f}" for f in figures) + f"  held-out gain {gain:+.3f}")
         kept = kept and mean(s["scores"][columns[1]], s["types"]) > mean(s["scores"][columns[0]], s["types"])
-    print("\nkept: held-out gain positive on every set" if kept else "\nnot kept: the held-out gain is not positive on every set")
+    verdict = "kept: held-out gain positive on every set" if kept else "not kept: a held-out gain is not positive"
+    print(f"\n{verdict}")
 
 
 if __name__ == "__main__":
