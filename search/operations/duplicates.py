@@ -6,7 +6,7 @@ from text that is not in the database: the keyword arm ORs the draft's title
 words with the rarest words of the rest of its text that some bug shares;
 the semantic arm is the draft's own vector, embedded as a stored bug's text
 is (its title, then description, actual and expected result, steps and
-environment); reciprocal rank fusion and the documented boosts order them.
+environment); search's fusion and the documented boosts order them.
 Nothing is written: the draft is read, ranked and forgotten.
 
 Each returned bug says why it came up (the draft's words it shares, the

@@ -22,9 +22,8 @@ Boosts, after fusion: a record whose title equals the query gets as much as
 one more arm ranking it first (title_boost x the largest first-record value
 of the fused lists; 1 / rrf_k under RRF); recency multiplies the score by
 1 + recency_weight * 0.5 ** (age in days / recency_half_life)
-(0.02 and 365: at most +2%, under the gap between neighbouring ranks at the
-top of an RRF list, so recency breaks near-ties and never buries a better
-match); a query that is a record key puts that record first. The constants
+(0.02 and 365: at most +2%, so recency breaks near-ties and never buries a
+better match); a query that is a record key puts that record first. The constants
 named here are fields of search.ranking.config.
 """
 
