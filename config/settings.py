@@ -136,6 +136,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
+    "config.middleware.AdminEmptyToFieldMiddleware",
 ]
 
 # Content-Security-Policy on every response (django-csp): pages may load

@@ -152,3 +152,20 @@ def test_product_list_links_counts(curator, tramline):
     page = curator.get(reverse("admin:backlog_product_changelist")).content.decode()
 
     assert "status__exact=open" in page and ">1</a>" in page
+
+
+@pytest.mark.parametrize("page", ["delete", "change", "history"])
+def test_an_empty_to_field_is_a_400_not_a_server_error(curator, tramline, django_user_model, page):
+    # Django 5.2's admin checks a non-empty _to_field only, then looks "" up and fails;
+    # the fuzz run found it on Django's own Group admin too.
+    feature = Feature.objects.order_by("id").first()
+    group = django_user_model.groups.field.related_model.objects.create(name="curators")
+
+    ours = curator.get(reverse(f"admin:backlog_feature_{page}", args=[feature.pk]), {"_to_field": ""})
+    djangos = curator.get(reverse(f"admin:auth_group_{page}", args=[group.pk]) + "?_to_field=&_to_field=")
+    posted = curator.post(reverse("admin:backlog_feature_delete", args=[feature.pk]), {"_to_field": "", "post": "yes"})
+
+    assert ours.status_code == djangos.status_code == posted.status_code == 400
+    assert Feature.objects.filter(pk=feature.pk).exists()
+    named = curator.get(reverse(f"admin:backlog_feature_{page}", args=[feature.pk]), {"_to_field": "id"})
+    assert named.status_code == 200
