@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from backlog.services import import_records
 from mcp_bridge import server
+from search import service
 from search.contract import SearchRequest
 from search.indexing.vectors import embed_pending
 from search.operations.search import search
@@ -225,3 +226,27 @@ def test_a_long_trace_is_accepted_over_rest_and_mcp_alike(hadoop, reader, monkey
     assert body["trace"] == traces.read(ERINS_TRACE).text
     with pytest.raises(ValidationError, match="up to 20,000 for a pasted stack trace; got 20,706"):
         SearchRequest(query=ERINS_TRACE * 21)
+
+
+# -- a trace in a draft's text ----------------------------------------------------------------------
+
+
+def test_a_draft_s_trace_is_read_as_its_top_frames_and_the_prose_stays():
+    draft = "The job dies on start.\n" + ERINS_TRACE + "\nSeen since the upgrade."
+
+    condensed = traces.condensed(draft)
+
+    assert condensed.startswith("The job dies on start.\n2026-05-04 10:12:09,481 WARN")
+    assert condensed.endswith("Seen since the upgrade.")
+    assert "Text readString\nSequenceFile$Reader readRecordLength" in condensed
+    assert "477" not in condensed and "YarnChild.main" not in condensed and "YarnChild$2" not in condensed
+    assert traces.condensed("Renewal fails at checkout.\nat home.page") == "Renewal fails at checkout.\nat home.page"
+
+
+def test_check_duplicates_with_a_pasted_trace_puts_the_bug_of_its_top_frames_first(hadoop):
+    body = service.call(
+        "check_duplicates", {"title": "Job dies reading its input", "description": ERINS_TRACE, "mode": "keyword"}, None
+    )
+
+    assert [hit["key"] for hit in body["results"]][:2] == ["BUG-1", "BUG-2"]
+    assert "readstring" in body["results"][0]["why"]["shared_words"]

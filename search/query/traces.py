@@ -109,10 +109,29 @@ def read(text: str) -> Trace | None:
     return Trace(tuple(dict.fromkeys(exceptions)), tuple(message[:MESSAGE_WORDS]), top)
 
 
+def condensed(text: str) -> str:
+    """`text` with the trace in it read as words: each of its top FRAMES frames as its class and
+    method, the frames below left out, the other lines as written. A draft's description reads
+    so (search.operations.duplicates): line numbers and runner frames would crowd its own words
+    out of the model's first tokens and the keyword query's rarest words."""
+    lines = _lines(text)
+    frames = _frames(lines)
+    if len(frames) < 2 and read(text) is None:
+        return text
+    top = dict(_top(lines, frames))
+    calls = {i - 1 for i, _ in frames if _GO_FILE.match(lines[i])}  # a Go frame's call line is the frame too
+    framed = {i for i, _ in frames} | calls
+    return "\n".join(top.get(i, line) for i, line in enumerate(lines) if i in top or i not in framed)
+
+
 def _lines(text: str) -> list[str]:
-    """The lines of `text`, stripped, one JVM frame a line however it was pasted (Jira and
-    chat flatten traces onto one line)."""
-    return [line.strip() for line in _JVM_FRAME.sub(lambda m: f"\n{m[0]}\n", text).splitlines()]
+    """The lines of `text`, stripped, a JVM frame on a line of its own however it was pasted
+    (Jira and chat flatten traces onto one line)."""
+    lines = []
+    for line in text.splitlines():
+        pieces = _JVM_FRAME.sub(lambda m: f"\n{m[0]}\n", line).split("\n")
+        lines += [piece.strip() for piece in pieces if piece.strip()] or [""]
+    return lines
 
 
 def _frames(lines: list[str]) -> list[tuple[int, str]]:
