@@ -93,7 +93,8 @@ def keys(response) -> list[str]:
             "java.lang.IllegalStateException: pool closed\n"
             "\tat org.a.Pool.take(Pool.java:12)\n\tat org.a.Worker.run(Worker.java:40)\n"
             "Caused by: java.io.IOException: Broken pipe\n\tat org.a.Conn.write(Conn.java:7)",
-            "IllegalStateException IOException pool closed Broken pipe Pool take Worker run Conn write",
+            "java.lang.IllegalStateException java.io.IOException pool closed Broken pipe "
+            "Pool take Worker run Conn write",
         ),
         (
             "ENOENT: No such file or directory at org.a.NativeIO$POSIX.chmodImpl(Native Method) "
@@ -120,7 +121,7 @@ def keys(response) -> list[str]:
             "System.NullReferenceException: Object reference not set to an instance of an object.\n"
             "   at Shop.Cart.Total() in C:\\src\\Shop\\Cart.cs:line 40\n"
             "   at Shop.Checkout.Run(Int32 id) in C:\\src\\Shop\\Checkout.cs:line 12",
-            "NullReferenceException Object reference not set to an instance of object Cart Total Checkout Run",
+            "System.NullReferenceException Object reference not set to an instance of object Cart Total Checkout Run",
         ),
         (
             "panic: runtime error: index out of range [5] with length 3\n\ngoroutine 1 [running]:\n"
@@ -128,11 +129,16 @@ def keys(response) -> list[str]:
             "main.main()\n\t/home/u/app/main.go:8 +0x25",
             "runtime error index out of range 5 with length 3 Server handle main",
         ),
+        (
+            'java.lang.NegativeArraySizeException: -4096 "corrupt or truncated at 0x7f3a',  # no frame: all message
+            "java.lang.NegativeArraySizeException 4096 corrupt or truncated at",
+        ),
     ],
-    ids=["java", "java-flattened", "python", "javascript-v8", "javascript-gecko", "dotnet", "go"],
+    ids=["java", "java-flattened", "python", "javascript-v8", "javascript-gecko", "dotnet", "go", "exception-alone"],
 )
 def test_a_trace_is_read_as_its_exception_message_and_top_frames(pasted, words):
-    """Line numbers, files' folders, offsets and addresses are gone; Python's top frames are its last."""
+    """Line numbers, files' folders, offsets and addresses are gone; Python's top frames are its last;
+    an exception pasted with its message and without frames is read as one too."""
     assert traces.read(pasted).text == words
 
 
@@ -145,7 +151,9 @@ def test_a_trace_is_read_as_its_exception_message_and_top_frames(pasted, words):
         "at org.apache.hadoop.io.Text.readString()",  # one frame line, nothing else
         "at org.apache.hadoop.io.Text.readString(Text.java:470)",  # one real frame, no exception
         "java.lang.NullPointerException",  # an exception line, no frame
-        "TypeError: x is undefined",
+        "throws NullPointerException",  # a type, but no message
+        "NullPointerException -android",
+        "Error: payment failed",  # a message, but no type
         "NullPointerException in checkout",
         "see Text.java:470 and SequenceFile.java:2571",
         "at home.page (after login) the app crashes",
@@ -168,7 +176,7 @@ def test_the_top_frames_are_kept_and_the_rest_left_to_the_runner():
         "SequenceFileRecordReader next",
         "MapTask$TrackedRecordReader moveToNext",
     )
-    assert read.exceptions == ("NegativeArraySizeException",) and read.message == ("4096",)
+    assert read.exceptions == ("java.lang.NegativeArraySizeException",) and read.message == ("4096",)
     assert "YarnChild" not in read.text and "477" not in read.text  # nor the log line, nor the line numbers
 
 
@@ -183,7 +191,7 @@ def test_a_trace_with_a_negative_number_quotes_and_or_finds_its_bug(hadoop):
     response = search(SearchRequest(query=pasted, mode="keyword"))
 
     assert keys(response)[0] == "BUG-1"
-    assert response.trace.startswith("NegativeArraySizeException 4096 status 503 corrupt or Text readString")
+    assert response.trace.startswith("java.lang.NegativeArraySizeException 4096 status 503 corrupt or Text readString")
     assert response.filters is None
 
 

@@ -21,7 +21,9 @@ and a frame) in Java (`at a.b.C.m(C.java:12)`, `Caused by:`), Python
 (`Traceback (most recent call last):`, `File "x.py", line 3, in f`),
 JavaScript (`at f (file.js:1:2)`, `f@file.js:1:2`), .NET (`at Ns.Cls.M() in
 C:\\x.cs:line 5`) and Go (`goroutine 1 [running]:`, `pkg.fn(...)` then
-`\\t/path/x.go:12 +0x1d`), and returns None for anything else.
+`\\t/path/x.go:12 +0x1d`); and an exception pasted with its message but
+no frame (`NegativeArraySizeException: -4096`), whose syntax would go as
+wrong. It returns None for anything else.
 """
 
 import re
@@ -40,8 +42,8 @@ _JVM_FRAME = re.compile(
 _DOTNET_FRAME = re.compile(r"^at\s+(?P<name>[^\s().]+(?:\.[^\s().]+)+)\([^()]*\)(?:\s+in\s+\S.*:line\s+\d+)?$")
 _PYTHON_FRAME = re.compile(r'^File\s+"(?P<file>[^"]+)",\s+line\s+\d+(?:,\s+in\s+(?P<name>\S+))?')
 _V8_FRAME = re.compile(
-    r"^at\s+(?:async\s+)?(?:new\s+)?(?:(?P<name>[^()]+?)\s+\()?"
-    r"(?:(?P<file>[^\s()]*[./][^\s()]*?):\d+:\d+|<anonymous>|native)\)?$"
+    r"^at\s+(?:async\s+)?(?:new\s+)?(?:(?P<name>[^\s()](?:[^()]*[^\s()])?)\s+\()?"
+    r"(?:(?P<file>[^\s()]+):\d+:\d+|<anonymous>|native)\)?$"
 )
 _GECKO_FRAME = re.compile(r"^(?P<name>[^\s@]*)@(?P<file>\S+?):\d+:\d+$")
 _GO_CALL = re.compile(
@@ -49,10 +51,12 @@ _GO_CALL = re.compile(
 )
 _GO_FILE = re.compile(r"^(?P<file>\S+\.go):\d+(?:\s+\+0x[0-9a-fA-F]+)?$")
 
-# An exception type (NullPointerException, System.IO.IOException, TypeError), and a line that
-# names one before a colon or at its end.
-_TYPE = r"(?:[A-Za-z_$][\w$]*\.)*(?P<type>[A-Z][\w$]*(?:Exception|Error|Failure|Throwable|Fault))"
-_EXCEPTION = re.compile(rf"(?:^|[\s:(\[\"']){_TYPE}(?=:|\s*$)")
+# An exception type (java.lang.NullPointerException, System.IO.IOException, TypeError) where a name
+# starts (never inside one: a search from inside would read a long dotted name again and again),
+# and a line that names one before a colon or at its end.
+_TYPE = r"(?<![\w$.])(?:[A-Za-z_$][\w$]*\.)*[A-Z][\w$]*(?:Exception|Error|Failure|Throwable|Fault)"
+_EXCEPTION = re.compile(rf"{_TYPE}(?=:|\s*$)")
+_TYPED_MESSAGE = re.compile(rf"{_TYPE}:")  # an exception with its message
 _HEADER = re.compile(r"^(?:Traceback \(most recent call last\):|goroutine \d+ \[[^\]]*\]:|panic: )")
 # What changes from run to run: addresses, offsets, hashes, ids, times.
 _NOISE = re.compile(
@@ -89,21 +93,24 @@ def read(text: str) -> Trace | None:
     """The trace `text` is, or None when it is not one."""
     lines = _lines(text)
     frames = _frames(lines)
-    if not frames:
-        return None
     exception_lines = [i for i, line in enumerate(lines) if _is_exception(line) and _frame(lines, i) is None]
-    headed = any(_HEADER.match(line) for line in lines)
-    if len(frames) < 2 and not (exception_lines or headed):
+    if not frames:
+        # An exception pasted without its frames (`NegativeArraySizeException: -4096`): all of it is its message.
+        if not any(_TYPED_MESSAGE.search(lines[i]) for i in exception_lines):
+            return None
+        exception_lines = [i for i, line in enumerate(lines) if line]
+    elif len(frames) < 2 and not (exception_lines or any(_HEADER.match(line) for line in lines)):
         return None
-    # The line just before the first frame says what went wrong, typed or not ("ENOENT: No such file").
-    first = frames[0][0] - (2 if _GO_FILE.match(lines[frames[0][0]]) else 1)  # a Go frame starts on its call
-    before = next((i for i in range(first, -1, -1) if lines[i]), None)
-    if before is not None and not _HEADER.match(lines[before]) and before not in exception_lines:
-        exception_lines.insert(0, before)
+    else:
+        # The line just before the first frame says what went wrong, typed or not ("ENOENT: No such file").
+        first = frames[0][0] - (2 if _GO_FILE.match(lines[frames[0][0]]) else 1)  # a Go frame starts on its call
+        before = next((i for i in range(first, -1, -1) if lines[i]), None)
+        if before is not None and not _HEADER.match(lines[before]) and before not in exception_lines:
+            exception_lines.insert(0, before)
     exceptions, message = [], []
     for index in exception_lines:
         line = _NOISE.sub(" ", lines[index])
-        exceptions += [m["type"] for m in _EXCEPTION.finditer(line)]
+        exceptions += _EXCEPTION.findall(line)
         message += [w for w in _WORD.findall(_NOT_MESSAGE.sub(" ", line)) if w not in message]
     top = tuple(name for _, name in _top(lines, frames))
     return Trace(tuple(dict.fromkeys(exceptions)), tuple(message[:MESSAGE_WORDS]), top)
@@ -116,7 +123,7 @@ def condensed(text: str) -> str:
     out of the model's first tokens and the keyword query's rarest words."""
     lines = _lines(text)
     frames = _frames(lines)
-    if len(frames) < 2 and read(text) is None:
+    if not frames or read(text) is None:
         return text
     top = dict(_top(lines, frames))
     calls = {i - 1 for i, _ in frames if _GO_FILE.match(lines[i])}  # a Go frame's call line is the frame too
@@ -164,7 +171,8 @@ def _frame(lines: list[str], index: int) -> str | None:
         return _named(_last(match["name"].rsplit("/", 1)[-1], 2))
     if match := _PYTHON_FRAME.match(line):
         return _named(_stem(match["file"]), match["name"] or "")
-    if match := _V8_FRAME.match(line) or _GECKO_FRAME.match(line):
+    match = _V8_FRAME.match(line) or _GECKO_FRAME.match(line)
+    if match and (match["file"] is None or re.search(r"[./]", match["file"])):  # a path, not `at 1:2:3`
         name = re.sub(r"^(?:async|new)\s+|\s*\[as [^\]]*\]", "", match["name"] or "")
         return _named(_stem(match["file"] or ""), _last(name, 2))
     if _GO_FILE.match(line) and index and (call := _GO_CALL.match(lines[index - 1])):
