@@ -3,7 +3,7 @@
 The contract declares every parameter once (names, types, enums, bounds,
 help); this module only makes its JSON Schema cheap for a model to read,
 because the whole tool list goes to the model with every conversation
-(budget: 1,450 tokens for the five tools, TOOL_LIST_BUDGET in tests/test_mcp.py):
+(budget: 1,470 tokens for the five tools, TOOL_LIST_BUDGET in tests/test_mcp.py):
 
 - inputs keep names, types, enums, bounds and defaults (but `false`, what a
   flag left out means, and those the help text names); no titles; `X | None`

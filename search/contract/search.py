@@ -15,6 +15,7 @@ from search.contract.types import (
     MAX_TOKENS_HELP,
     QUERY_MAX,
     QUERY_MIN,
+    TRACE_MAX,
     Detail,
     KeyFilter,
     Kind,
@@ -26,6 +27,7 @@ from search.contract.types import (
     falsy,
     omitted_when_null,
 )
+from search.query import traces
 
 
 def trimmed_query(value: str) -> str:
@@ -33,6 +35,20 @@ def trimmed_query(value: str) -> str:
     value = value.strip()
     if not QUERY_MIN <= len(value) <= QUERY_MAX:
         raise ValueError(f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces; got {len(value)}")
+    return value
+
+
+def search_query(value: str) -> str:
+    """A search's query: as trimmed_query, or up to TRACE_MAX characters when
+    it is a pasted stack trace (read as words, not syntax: search.query.traces)."""
+    value = value.strip()
+    if len(value) <= QUERY_MAX:
+        return trimmed_query(value)
+    if len(value) > TRACE_MAX or not traces.read(value):
+        raise ValueError(
+            f"must be {QUERY_MIN} to {QUERY_MAX} characters after trimming spaces, or up to {TRACE_MAX:,} for a "
+            f"pasted stack trace; got {len(value):,}"
+        )
     return value
 
 
@@ -44,7 +60,10 @@ class SearchRequest(BaseModel):
 
     query: Annotated[
         NulFreeStr,
-        Field(description=f"{QUERY_MIN}-{QUERY_MAX} characters; a record's key (BUG-12) finds it first"),
+        Field(
+            description=f"{QUERY_MIN}-{QUERY_MAX} characters (a stack trace: {TRACE_MAX:,}); a record's key (BUG-12) "
+            "finds it first"
+        ),
     ]
     mode: Mode = Field("hybrid", description="hybrid (default): words and meaning; keyword: words; semantic: meaning")
     match_mode: MatchMode = Field(
@@ -71,7 +90,7 @@ class SearchRequest(BaseModel):
     include_index: bool | None = Field(None, description=INDEX_HELP)
     max_tokens: int | None = Field(None, ge=1, description=MAX_TOKENS_HELP)
 
-    _query_length = field_validator("query")(trimmed_query)
+    _query_length = field_validator("query")(search_query)
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -223,6 +242,12 @@ class SearchResponse(BaseModel):
     relaxed: Relaxed | None = Field(
         None,
         description="set when few records hold every word and the keyword arm took records holding some",
+        exclude_if=omitted_when_null,
+    )
+    trace: str | None = Field(
+        None,
+        description="set when the query was read as a pasted stack trace: the words searched (its exception, "
+        "message and top frames; docs/search-syntax.md)",
         exclude_if=omitted_when_null,
     )
     omitted: int | None = Field(

@@ -19,6 +19,7 @@ StatusName = Literal[tuple(BugStatus.values + TestStatus.values)]
 
 QUERY_MIN = 2
 QUERY_MAX = 500
+TRACE_MAX = 20_000  # a query read as a pasted stack trace (search.query.traces) may be this long
 LIMIT_DEFAULT = 20
 LIMIT_MAX = 100
 KEYS_MAX = 50

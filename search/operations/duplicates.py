@@ -22,6 +22,7 @@ from search import db
 from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
 from search.indexing.embeddings import active_model_id, document_text
 from search.indexing.health import index_health
+from search.query import traces
 from search.query.scope import Filters, Scope, build_scope
 from search.ranking import config, fusion, more_like_this, pipeline, semantic, statistics
 from search.ranking.rows import ArmResult
@@ -60,7 +61,9 @@ class DraftPlan(pipeline.Plan):
     `in_title` the tsqueries of the draft's title words: what explains a candidate."""
 
     def __init__(self, title: str, body: str, mode: str, depth: int, shared_by: int = 1):
-        self.title, self.body, self.mode, self.depth, self.shared_by = title, body, mode, depth, shared_by
+        # A stack trace pasted into the text is read as its top frames (search.query.traces.condensed).
+        self.title, self.body, self.mode, self.depth = title, traces.condensed(body), mode, depth
+        self.shared_by = shared_by
         self.boost_title = title
         self.embedding = None
 

@@ -35,6 +35,7 @@ class Found:
     degraded: dict[str, str] | None = None  # SearchResponse.degraded
     filters: list | None = None  # SearchResponse.filters: the query's fields (search.query.fields)
     words: list[Term] | None = None  # the query's words, for each hit's `why`
+    trace: str | None = None  # SearchResponse.trace: what a pasted stack trace was read as
 
 
 def relaxed(found: Found) -> Relaxed | None:
@@ -124,6 +125,7 @@ def respond(request: SearchRequest | SimilarRequest, found: Found, health, highl
             filters=found.filters or None,
             degraded=found.degraded,
             relaxed=relaxed(found),
+            trace=found.trace,
             omitted=len(hits) - given if given < len(hits) else None,
         )
 

@@ -56,6 +56,8 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         parsed = parse(text, request.match_mode)
     except QuerySyntaxError as exc:
         raise SearchError(f"query: {exc}") from exc
+    if parsed.trace:  # both arms search what a pasted trace asks, in words
+        text = parsed.text
     # Counted only for a response that shows it, or a semantic arm that must know whether vectors exist.
     health = index_health(scope.products) if request.mode != "keyword" or included(request, "index") else None
     if fielded.filters and not parsed.terms:
@@ -78,6 +80,7 @@ def _find(request: SearchRequest, user, depth: int | None = None) -> tuple["Foun
         degraded=ranking.degraded,
         filters=fielded.filters,
         words=words_of(plan.parsed, highlight),
+        trace=parsed.text if parsed.trace else None,
     )
     return found, health, highlight
 
@@ -110,7 +113,8 @@ class SearchPlan(pipeline.Plan):
         return result
 
     def weights(self, keyword_result: ArmResult | None) -> fusion.Weights:
-        return fusion.weights(self.text, keyword.coverage(keyword_result, self.parsed, self.stats))
+        coverage = keyword.coverage(keyword_result, self.parsed, self.stats)
+        return fusion.weights(self.text, coverage, trace=self.parsed.trace)
 
     def semantic_depth(self, mode: str) -> int:
         constants = config.current()
@@ -149,7 +153,8 @@ def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_
     corrected text or None, that query's statistics)."""
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
-    typo_possible = result is not None and parsed.raw is None and key_match is None
+    # A trace's words are as pasted: a class name no record has is no typo.
+    typo_possible = result is not None and parsed.raw is None and not parsed.trace and key_match is None
     few = typo_possible and result.total < config.current().relax_below
     # A word no record has is worth correcting however many records the others find.
     if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):

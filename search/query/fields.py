@@ -6,7 +6,8 @@ words are read (search.query.parse), and becomes a filter on top of the request'
 own (`severity`, `status`, `products`, ...): the two only narrow, so a field
 and a parameter on the same thing keep what both allow. What is left is
 searched as words; a query of fields alone lists the records they keep,
-newest first (search.ranking.browse). `raw` mode reads no fields.
+newest first (search.ranking.browse). `raw` mode reads no fields, and nor
+does a pasted stack trace (search.query.traces): its `status:500` is a log's.
 
 - Several values of one field, comma-separated or repeated
   (`status:open,accepted`, `status:open status:accepted`), are alternatives;
@@ -37,7 +38,7 @@ from backlog.models import BugStatus, Severity, TestStatus
 from backlog.text import one_of
 from search.contract import QueryFilter, SearchError
 from search.models import Kind
-from search.query import filters
+from search.query import filters, traces
 from search.query.scope import Scope, named_keys, not_named
 
 # A field, a quoted phrase (whose words stay words, colons and all), or any other word.
@@ -86,7 +87,7 @@ class Fielded:
 
 def read(query: str, match_mode: str, products: tuple[int, ...] | None, now: datetime | None = None) -> Fielded:
     """Take the fields out of `query`; `products`: those the user may see (None: all)."""
-    if match_mode != "simple":
+    if match_mode != "simple" or traces.read(query):
         return Fielded(query)
     now = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
     words, filters = [], []

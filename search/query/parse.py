@@ -5,7 +5,9 @@ like `websearch_to_tsquery`, but keeps each positive term apart so that the
 ranking can weigh rare terms above common ones, relax AND to OR when AND
 finds little, and treat the last word as a prefix (`checko` finds
 `checkout`) while the user is still typing. `raw` mode is PostgreSQL's
-tsquery syntax, checked by PostgreSQL itself.
+tsquery syntax, checked by PostgreSQL itself. A pasted stack trace is
+neither: `simple` mode reads it as words (search.query.traces), never as
+syntax, and searches its exception, message and top frames.
 
 PostgreSQL does the stemming and stop words: every term is turned into a
 tsquery by `plainto_tsquery` / `phraseto_tsquery` / `to_tsquery` in one
@@ -20,6 +22,7 @@ from django.db import DatabaseError
 
 from search import db
 from search.indexing.sql import TEXT_SEARCH_CONFIG
+from search.query import traces
 
 CONFIG = TEXT_SEARCH_CONFIG
 _TOKEN = re.compile(r'-?"[^"]*"?|\S+')
@@ -60,6 +63,8 @@ class ParsedQuery:
     groups: list[list[Term]] = field(default_factory=list)
     excluded: list[Term] = field(default_factory=list)
     raw: str | None = None  # raw mode: the whole tsquery
+    # A pasted stack trace (search.query.traces): `text` is what it asks, in words.
+    trace: bool = False
 
     @property
     def terms(self) -> list[Term]:
@@ -118,6 +123,8 @@ def _any(terms: list[Term]) -> str:
 def parse(text: str, match_mode: str) -> ParsedQuery:
     if match_mode == "raw":
         return ParsedQuery(text=text, raw=_normalize_raw(text))
+    if trace := traces.read(text):
+        return _trace_query(trace)
     query = ParsedQuery(text=text)
     tokens = _TOKEN.findall(text)
     joined = False  # the previous token was `or`
@@ -146,6 +153,14 @@ def parse(text: str, match_mode: str) -> ParsedQuery:
         last_positive, last_kind = term, ("phrase" if phrase else "word")
     ends_in_space = text != text.rstrip()
     _normalize(query, prefix=last_positive if last_kind == "word" and not ends_in_space else None)
+    return query
+
+
+def _trace_query(trace: traces.Trace) -> ParsedQuery:
+    """A trace's words, any of which may match, the rarest ranking first: no
+    record holds all of a long trace but the one it came from."""
+    query = ParsedQuery(text=trace.text, groups=[[Term(text=word) for word in trace.words]], trace=True)
+    _normalize(query, prefix=None)
     return query
 
 

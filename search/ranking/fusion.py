@@ -40,6 +40,9 @@ from search.ranking.rows import ArmResult, RowInfo, row_info
 KEY_QUERY = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*-[0-9][A-Za-z0-9._-]*$")
 # A code: a word with a digit in it (WMS-E217, AADSTS50105) or an all-capitals abbreviation (SSR, WCHR).
 CODE = re.compile(r"^(?=.*\d)[A-Za-z0-9][A-Za-z0-9_.-]*$|^[A-Z]{2,}$")
+# A pasted stack trace's semantic vote: any weight above 0 lowered MRR@10 on eval/trace-hadoop
+# (0.966 at 0, 0.960 at 0.1, 0.919 at 0.25, 0.872 at 1; docs/benchmarks.md).
+TRACE_SEMANTIC_WEIGHT = 0.0
 
 
 @dataclass
@@ -78,8 +81,11 @@ class Weights:
     semantic: float = 1.0
 
 
-def weights(query: str, coverage: float) -> Weights:
+def weights(query: str, coverage: float, trace: bool = False) -> Weights:
     """How far to trust each arm for this query.
+
+    A pasted stack trace (`trace`, search.query.traces) asks for its exact
+    class and method names: the semantic arm votes TRACE_SEMANTIC_WEIGHT.
 
     A query that is a record key (BUG-1432), or made of codes only (error
     codes, abbreviations: AADSTS50105, SSR WCHR), asks for those exact
@@ -90,6 +96,8 @@ def weights(query: str, coverage: float) -> Weights:
     words with its answer, and the relaxed any-word list ranks noise. Below
     that share the keyword arm's weight falls with its square.
     """
+    if trace:
+        return Weights(1.0, TRACE_SEMANTIC_WEIGHT)
     words = query.split()
     if KEY_QUERY.match(query) or (words and all(CODE.match(word) for word in words)):
         return Weights(1.0, 0.0)
