@@ -130,8 +130,10 @@ def values(result: ArmResult, keyword: bool = False) -> list[float]:
     # counted): a record it left out does not match, and scores 0.
     whole = keyword and result.exact and result.total <= len(scores)
     floor = 0.0 if whole else scores[-1]
-    spread = statistics.pstdev(head) or (head[0] - floor) or 1.0
-    return [max(score - floor, 0.0) / spread for score in scores]
+    spread = statistics.pstdev(head) or (head[0] - floor)
+    if not spread:  # every score equal (a listing, newest first): the list says only its order
+        return [(len(scores) - rank) / len(scores) for rank in range(len(scores))]
+    return [(score - floor) / spread for score in scores]
 
 
 def fuse(
