@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from search import service
-from search.contract import SearchError, SearchRequest
+from search.contract import QUERY_MAX, SearchError, SearchRequest
 from search.contract.cursors import PAGING
 
 from .addresses import WebhookRefused, check_url
@@ -32,7 +32,7 @@ def new_secret() -> str:
 class SavedSearch(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_searches")
     name = models.CharField(max_length=200)
-    query = models.CharField(max_length=500)
+    query = models.CharField(max_length=QUERY_MAX)
     mode = models.CharField(max_length=16, default="hybrid")
     filters = models.JSONField(default=dict, blank=True, help_text="the search's other parameters, by their names")
     created_at = models.DateTimeField(default=timezone.now)
@@ -64,6 +64,11 @@ class SavedSearch(models.Model):
         """A saved search of the search `params` (a query string's or a dict), validated
         as the search validates them (SearchError) and stored in their normal form."""
         request = service.parse(SearchRequest, {name: value for name, value in _items(params) if name not in PAGING})
+        if len(request.query) > QUERY_MAX:  # a pasted stack trace may be searched, not kept whole
+            raise SearchError(
+                f"query: a saved search keeps at most {QUERY_MAX} characters, and this pasted stack trace has "
+                f"{len(request.query):,}: save a search of its exception and top frames instead."
+            )
         filters = request.model_dump(mode="json", include=set(FILTERS), exclude_defaults=True)
         return cls(query=request.query, mode=request.mode, filters=filters, **fields)
 

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from backlog.services import import_records
 from mcp_bridge import server
+from saved.models import SavedSearch
 from search import service
-from search.contract import SearchRequest
+from search.contract import SearchError, SearchRequest
 from search.indexing.vectors import embed_pending
 from search.operations.search import search
 from search.query import traces
@@ -258,3 +259,12 @@ def test_check_duplicates_with_a_pasted_trace_puts_the_bug_of_its_top_frames_fir
 
     assert [hit["key"] for hit in body["results"]][:2] == ["BUG-1", "BUG-2"]
     assert "readstring" in body["results"][0]["why"]["shared_words"]
+
+
+def test_a_saved_search_refuses_a_trace_longer_than_it_keeps(hadoop, bob):
+    """A saved search keeps 500 characters: a longer trace is refused with a message, never cut or a server error."""
+    short = SavedSearch.from_params({"query": CORRUPT_FILE}, owner=bob, name="corrupt")
+
+    with pytest.raises(SearchError, match="keeps at most 500 characters, and this pasted stack trace has 1,"):
+        SavedSearch.from_params({"query": ERINS_TRACE}, owner=bob, name="erin")
+    assert short.query == CORRUPT_FILE.strip()
