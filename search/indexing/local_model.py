@@ -270,6 +270,19 @@ def derive_dynamic_model(source: Path, target: Path) -> Path:
     return target
 
 
+def open_session(model: str | bytes) -> Any:
+    """An onnxruntime session on ``model`` (a path or a serialized graph) as the provider runs one."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # One thread per run: texts run side by side instead (embed_documents), which needs no
+    # thread to wait for another inside a run.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
 class LocalEmbeddingProvider:
     """all-MiniLM-L6-v2 on onnxruntime's CPU provider, with sentence-transformers' pooling.
 
@@ -341,21 +354,13 @@ class LocalEmbeddingProvider:
 
     def _open_session(self, path: Path) -> Any:
         """A session on ``path``; the packaged graph loses its NaN guards first (the derived one has none)."""
+        if path != packaged_model_path():
+            return open_session(str(path))
         import onnx
-        import onnxruntime as ort
 
-        model: str | bytes = str(path)
-        if path == packaged_model_path():
-            graph = onnx.load(str(path))
-            drop_nan_guards(graph)
-            model = graph.SerializeToString()
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # One thread per run: texts run side by side instead (embed_documents), which needs no
-        # thread to wait for another inside a run.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        graph = onnx.load(str(path))
+        drop_nan_guards(graph)
+        return open_session(graph.SerializeToString())
 
     def _load(self) -> None:
         """Open the session and tokenizer once (double-checked under a lock)."""
