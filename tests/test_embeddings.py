@@ -266,20 +266,17 @@ def test_without_its_nan_guards_the_packaged_model_gives_the_same_bits(packaged)
     assert np.array_equal(edited, packaged.embed_documents(TEXTS_OF_MANY_LENGTHS))
 
 
-def test_the_derived_graph_is_streamlined_and_saved_with_onnxruntimes_fused_operators(local):
+def test_the_derived_graph_is_saved_with_onnxruntimes_fused_operators_and_no_nan_guards(local):
     import onnx
 
-    graph = onnx.load(str(local.model_path()))
-    ops = [node.op_type for node in graph.graph.node]
-    assert not {"IsNaN", "Where", "GatherND"} & set(ops)  # no NaN guards, no padding mask
-    assert ops.count("Transpose") == 4 * 6  # query, key (once), value, context in each layer
-    assert ops.count("SkipLayerNormalization") == 12 and ops.count("MatMulInteger") == 0
+    ops = [node.op_type for node in onnx.load(str(local.model_path())).graph.node]
+    assert "IsNaN" not in ops and ops.count("Where") == 1  # the padding mask's
+    assert ops.count("SkipLayerNormalization") == 12 and "MatMulInteger" not in ops
     assert ops.count("DynamicQuantizeMatMul") + ops.count("MatMulIntegerToFloat") == 36
-    assert [node.name for node in graph.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
 
 
 def test_the_derived_graph_gives_the_bits_of_the_graph_as_quantized(local, tmp_path):
-    """Streamlining changes no vector, so the model id stays: the int8-dynamic vectors amplify a last-bit
+    """Saving it fused changes no vector, so the model id stays: the int8-dynamic vectors amplify a last-bit
     difference before an activation is quantized into cosines as low as 0.996, so "close" would not do."""
     import onnx
 

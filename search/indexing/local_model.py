@@ -43,9 +43,8 @@ from search.indexing.embeddings import (
 logger = logging.getLogger(__name__)
 
 #: How the int8-dynamic file is derived (:func:`derive_dynamic_model`), in its name: a new recipe gets a
-#: new number, so a file made by an older one is not reused. 2: the graph streamlined and saved as
-#: onnxruntime optimizes it (1, unnamed: quantized only). A recipe that changes the vectors needs a new
-#: model id as well.
+#: new number, so a file made by an older one is not reused. 2: saved as onnxruntime optimizes it, without
+#: NaN guards (1, unnumbered: quantized only). A recipe that changes the vectors needs a new model id too.
 DERIVATION = 2
 
 
@@ -108,89 +107,6 @@ def drop_nan_guards(model: Any) -> int:
     return len(renamed)
 
 
-def drop_padding_mask(model: Any) -> int:
-    """Remove the attention mask's ``Add`` before each softmax from an ONNX ``model`` (in place); return
-    how many were removed.
-
-    The mask adds 0 to a kept key's score and float32's lowest to a padded one. A call of one text has
-    no padding, so every score gets 0 added, which changes no bit: for such calls (the int8-dynamic
-    variant embeds one text per call) the graph gives the same vectors without it. A padded batch would
-    attend to its padding, so the packaged graph, which batches, keeps its mask.
-    """
-    producers = {name: node for node in model.graph.node for name in node.output}
-    dropped = 0
-    for node in model.graph.node:
-        add = producers.get(node.input[0]) if node.op_type == "Softmax" else None
-        if add is None or add.op_type != "Add" or getattr(producers.get(add.input[1]), "op_type", "") != "Where":
-            continue
-        node.input[0] = add.input[0]
-        dropped += 1
-    _prune(model)
-    return dropped
-
-
-def merge_key_transposes(model: Any) -> int:
-    """Turn each key's ``Transpose → Reshape → Transpose → Reshape`` into the one ``Transpose`` it amounts
-    to in an ONNX ``model`` (in place); return how many were merged.
-
-    The exporter moves a key [batch, tokens, heads, 32] to [batch, heads, 32, tokens] for Q·Kᵀ in two
-    transposes with reshapes between them; one transpose (perm 0, 2, 3, 1) moves the same numbers to the
-    same places once.
-    """
-    producers = {name: node for node in model.graph.node for name in node.output}
-    readers: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-
-    def made_by(name: str, op_type: str, perm: list[int] | None = None) -> Any:
-        node = producers.get(name)
-        if node is None or node.op_type != op_type or readers.get(name) != 1:
-            return None
-        if perm is not None and [list(a.ints) for a in node.attribute if a.name == "perm"] != [perm]:
-            return None
-        return node
-
-    from onnx import helper
-
-    replaced: set[int] = set()
-    for matmul in [node for node in model.graph.node if node.op_type == "MatMul"]:
-        scale = producers.get(matmul.input[1])
-        if scale is None or scale.op_type != "Mul":
-            continue
-        last = made_by(scale.input[0], "Reshape")
-        middle = last and made_by(last.input[0], "Transpose", [0, 2, 1])
-        first = middle and made_by(middle.input[0], "Reshape")
-        heads = first and made_by(first.input[0], "Transpose", [0, 2, 1, 3])
-        if not heads:
-            continue
-        del heads.attribute[:]
-        heads.attribute.append(helper.make_attribute("perm", [0, 2, 3, 1]))
-        heads.output[0] = last.output[0]
-        replaced |= {id(first), id(middle), id(last)}
-    kept = [node for node in model.graph.node if id(node) not in replaced]
-    del model.graph.node[:]
-    model.graph.node.extend(kept)
-    _prune(model)
-    return len(replaced) // 3
-
-
-def _prune(model: Any) -> None:
-    """Drop the nodes (then the initializers) whose outputs nothing reads any more."""
-    graph_outputs = {output.name for output in model.graph.output}
-    while True:
-        read = {name for node in model.graph.node for name in node.input} | graph_outputs
-        kept = [node for node in model.graph.node if any(name in read for name in node.output)]
-        if len(kept) == len(model.graph.node):
-            break
-        del model.graph.node[:]
-        model.graph.node.extend(kept)
-    read = {name for node in model.graph.node for name in node.input}
-    kept_initializers = [tensor for tensor in model.graph.initializer if tensor.name in read]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(kept_initializers)
-
-
 def _quiet_preprocessing_advice(record: logging.LogRecord) -> bool:
     """Drop quantize_dynamic's root-logger advice to run shape-inference pre-processing first: the
     constant folding below is the part of it this graph needs, and the advice would reach the console."""
@@ -235,13 +151,13 @@ def quantize_model(source: Path, target: Path) -> Path:
 def derive_dynamic_model(source: Path, target: Path) -> Path:
     """Write the int8-dynamic model for ``source`` to ``target`` (atomically) and return ``target``.
 
-    :func:`quantize_model` makes its numbers; then the graph loses what a call of one text does not
-    need, changing no bit of a vector (:func:`drop_nan_guards`, :func:`drop_padding_mask`,
-    :func:`merge_key_transposes`), and is saved as onnxruntime's CPU provider optimizes it at the
-    extended level (its fused operators, e.g. MatMulIntegerToFloat and SkipLayerNormalization, which
-    it would otherwise build again at every load). That level leaves out the layout changes that depend
-    on the CPU, so the file runs wherever this onnxruntime does; which instructions run is still chosen
-    at run time. The file name carries :data:`DERIVATION` and the onnxruntime version (see
+    :func:`quantize_model` makes its numbers; the graph then loses its NaN guards (:func:`drop_nan_guards`)
+    and is saved as onnxruntime's CPU provider optimizes it at the extended level: with the fused
+    operators (MatMulIntegerToFloat, DynamicQuantizeMatMul, SkipLayerNormalization) it would otherwise
+    build again at every load, which took 3 to 4 times as long as loading this file. The vectors are the
+    same bits. That level leaves out the layout changes that depend on the CPU, so the file runs wherever
+    this onnxruntime does; which instructions run is chosen at run time. Its operators are
+    onnxruntime's own, so the file name carries onnxruntime's version (see
     :meth:`LocalEmbeddingProvider.model_path`).
 
     The result goes to a temporary folder beside ``target`` and is then ``os.replace``d into place, so
@@ -254,11 +170,8 @@ def derive_dynamic_model(source: Path, target: Path) -> Path:
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix=".derive-", dir=target.parent))
     try:
-        quantized = quantize_model(source, workdir / "quantized.onnx")
-        model = onnx.load(str(quantized))
+        model = onnx.load(str(quantize_model(source, workdir / "quantized.onnx")))
         drop_nan_guards(model)
-        drop_padding_mask(model)
-        merge_key_transposes(model)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(workdir / "model.onnx")
