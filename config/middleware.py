@@ -9,6 +9,8 @@ from backlog.db import database_unavailable
 from runtime.postgres import replicas
 from search.contract import DatabaseUnavailable, error_body
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
 
 class DatabaseUnavailableMiddleware:
     """A page or admin request that failed because the database could not be
@@ -70,9 +72,6 @@ class AdminEmptyToFieldMiddleware:
         if any(not value for value in given):
             raise DisallowedModelAdminToField(f"{TO_FIELD_VAR} is empty: name a field, or leave it out.")
         return None
-
-
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class ReadYourWritesMiddleware:

@@ -113,8 +113,10 @@ class Fused(dict[int, Candidate]):
     the semantic lists' value at each rank (weighted, the feedback list's
     added), for records that await their vector."""
 
-    first: float = 0.0
-    semantic: list[float] = []
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = 0.0
+        self.semantic: list[float] = []
 
 
 def values(result: ArmResult, keyword: bool = False) -> list[float]:
@@ -235,9 +237,9 @@ def _semantic_share(candidates: Fused, rank: int) -> float:
     """What the semantic lists give their record at `rank`: under RRF the
     lists' weights / (rrf_k + rank) at any rank; by z-score, their value at
     that rank where they reach it."""
-    shares = candidates.semantic
-    if config.current().fusion == "rrf" and shares:
-        return shares[0] * (config.current().rrf_k + 1) / (config.current().rrf_k + rank)
+    shares, constants = candidates.semantic, config.current()
+    if constants.fusion == "rrf" and shares:
+        return shares[0] * (constants.rrf_k + 1) / (constants.rrf_k + rank)
     return shares[rank - 1] if rank <= len(shares) else 0.0
 
 
