@@ -132,12 +132,20 @@ $$;
 #   it, PostgreSQL read the whole filter's entries to AND the two bitmaps
 #   (730,000 for "bugs" at a million records, 56 ms of a 70 ms query), and
 #   the filters' share of the records comes from the same column statistics
-#   as the words' (search.ranking.statistics.filter_share).
+#   as the words' (search.ranking.statistics.filter_share);
+# - the record's product (PRODUCT_PREFIX): the access rule of a user who sees
+#   only some products is a condition on the same index (search.query.scope),
+#   so the index never hands over another product's matches. As a column
+#   condition, every match of a word in a product the user cannot see was
+#   read from the table and dropped, and the search took longer the more
+#   hidden records held the word: a timing that told of them
+#   (bench/timing_bench.py).
 SAMPLE_BUCKETS = 256  # a power of two: the bucket is the hash's low bits
 SAMPLE_PREFIX = "~s"
 MONTH_PREFIX = "~m"
 # The filter tokens: prefix + the column's value, as stored (no stemming, no case folding).
 FILTER_PREFIXES = {"kind": "~k", "status": "~t", "severity": "~v"}
+PRODUCT_PREFIX = "~p"  # + the product's id
 
 
 def _markers(kind: str) -> str:
@@ -146,6 +154,7 @@ def _markers(kind: str) -> str:
         f"'{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1})",
         f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')",
         *filter_token_sql(f"'{kind}'", KINDS[kind]["status"], KINDS[kind]["severity"]),
+        f"'{PRODUCT_PREFIX}' || {KINDS[kind]['product_id']}",
     ]
     # A NULL (no status yet) is no token: array_to_tsvector refuses NULLs.
     return f"array_to_tsvector(array_remove(ARRAY[{', '.join(tokens)}], NULL))"
@@ -164,6 +173,13 @@ def filter_token_sql(kind: str, status: str, severity: str) -> list[str]:
 def tokens_for(column: str, values) -> tuple[str, ...]:
     """The tokens of the records whose `column` is one of `values`."""
     return tuple(FILTER_PREFIXES[column] + value for value in values)
+
+
+def products_tsquery(product_ids) -> str:
+    """A tsquery matching the records of any of `product_ids`; of none, a
+    token no record carries (the prefix alone), so that no product is still
+    one probe of the index rather than a query without lexemes."""
+    return tokens_tsquery([f"{PRODUCT_PREFIX}{int(pk)}" for pk in product_ids] or [PRODUCT_PREFIX])
 
 
 def tokens_tsquery(tokens) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from backlog import access
 from search import db
 from search.contract import SearchError, SearchRequest
+from search.indexing.sql import products_tsquery
 from search.query.filters import FILTERS, narrowed
 
 
@@ -54,13 +55,22 @@ class Scope:
 
 def access_scope(user) -> Scope:
     """Rows the user may see: backlog.access's rule (the one the ORM readers
-    use too, through `visible`) as a condition on the search index."""
+    use too, through `visible`) as a condition on the search index.
+
+    The rule is their products' tokens in search_markers
+    (search.indexing.sql.PRODUCT_PREFIX), which the GIN index answers
+    together with the words: the index hands over no match the user cannot
+    see, so the time of a search does not depend on how many records of
+    other products match it. The same rule on product_id stays beside it
+    for Citus, which routes a statement to the shards of the products it
+    names (docs/scaling.md); the planner takes whichever index is cheaper,
+    and either one reads only the user's products."""
     product_ids = access.visible_product_ids(user)
     if product_ids is None:
         return Scope()
     return Scope(
-        "d.product_id = ANY(%(scope_access)s)",
-        {"scope_access": list(product_ids)},
+        "d.search_markers @@ %(scope_access_tokens)s::tsquery AND d.product_id = ANY(%(scope_access)s)",
+        {"scope_access_tokens": products_tsquery(product_ids), "scope_access": list(product_ids)},
         everything=False,
         products=tuple(product_ids),
     )

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from search import db
-from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
+from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX, products_tsquery
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
 from search.ranking import config
@@ -155,12 +155,19 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
         df.update(common := _sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
     if to_count:  # rare words: through the GIN index, one statement
-        within = "" if products is None else "AND product_id = ANY(%(products)s) "
+        # Over some products, as the access scope asks it: their tokens in the same index scan.
+        within = (
+            "" if products is None else "AND search_markers @@ %(tokens)s::tsquery AND product_id = ANY(%(products)s) "
+        )
         counted = _count_each(
             to_count,
             f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
             "LIMIT %(cap)s) s",
-            {"cap": config.current().exact_limit + 1, "products": list(products or ())},
+            {
+                "cap": config.current().exact_limit + 1,
+                "products": list(products or ()),
+                "tokens": products_tsquery(products or ()),
+            },
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -189,11 +196,12 @@ def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[st
     word exactly reads much of the table, and a capped count would put every
     common word at the cap, where the keyword arm's plans cannot tell them apart."""
     buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
+    sample = " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))
     counted = _count_each(
         tsqueries,
         "SELECT count(*) FROM search_document WHERE search_vector @@ {q}::tsquery "
-        "AND search_markers @@ %(buckets)s::tsquery AND product_id = ANY(%(products)s)",
-        {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
+        "AND search_markers @@ %(markers)s::tsquery AND product_id = ANY(%(products)s)",
+        {"products": list(products), "markers": f"({sample}) & ({products_tsquery(products)})"},
     )
     scale = SAMPLE_BUCKETS / buckets
     return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}
