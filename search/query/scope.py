@@ -60,8 +60,9 @@ def access_scope(user) -> Scope:
     The rule is their products' tokens in search_markers
     (search.indexing.sql.PRODUCT_PREFIX), which the GIN index answers
     together with the words: the index hands over no match the user cannot
-    see, so the time of a search does not depend on how many records of
-    other products match it. The same rule on product_id stays beside it
+    see, to be read from the table and dropped (what made a search's time
+    grow with the hidden records that match it; docs/access.md says what
+    still does). The same rule on product_id stays beside it
     for Citus, which routes a statement to the shards of the products it
     names (docs/scaling.md); the planner takes whichever index is cheaper,
     and either one reads only the user's products."""
