@@ -54,6 +54,13 @@ class Document(models.Model):
     # A sample bucket and the month of updated_at (search.indexing.sql explains why);
     # kept apart from search_vector so that ranking never sees them.
     search_markers = SearchVectorField(null=True)
+    # The words again, each lexeme led by the product ("12~crash"): where a user
+    # who sees only some products matches words (search.indexing.sql explains why).
+    search_scoped = models.GeneratedField(
+        expression=models.Func(models.F("product_id"), models.F("search_vector"), function="search_scoped"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
     content_hash = models.CharField(max_length=32)
     embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True)
     embedding_model = models.CharField(max_length=200, null=True)
@@ -70,6 +77,8 @@ class Document(models.Model):
             # Both columns in one GIN index: `search_vector @@ q AND
             # search_markers @@ m` is answered inside the index.
             GinIndex(fields=["search_vector", "search_markers"], name="search_document_fts"),
+            # The same for the records of some products (search.query.scope.words_match).
+            GinIndex(fields=["search_scoped", "search_markers"], name="search_document_scoped"),
             # Typo tolerance: word_similarity(query, title) through pg_trgm.
             GinIndex(fields=["title"], name="search_document_title_trgm", opclasses=["gin_trgm_ops"]),
             HnswIndex(

@@ -1,18 +1,18 @@
-"""The access rule inside the index scan: a search costs the same whatever matches in products the caller cannot see.
+"""The access rule inside the index: a search costs the same whatever matches in products the caller cannot see.
 
-Each record carries its product as a token in search_markers ('~p' and the
-product's id, search.indexing.sql.PRODUCT_PREFIX), and the access scope of a
-user who sees only some products asks the words' GIN index for their tokens
-(search.query.scope.access_scope): the index hands over no hidden match to
-be read and dropped. bench/timing_bench.py measures the time; here are the
-tokens, the plan, and that every statement reading a word's matches asks
-for them.
+Each record's words are stored a second time with its product in front of
+each lexeme (search_document.search_scoped: "12~renew"), in a GIN index of
+their own. A user who sees only some products matches words there, asking
+for their products' lexemes alone (search.query.scope.words_match), so no
+statement walks the posting list of a word in another product's records,
+and no plan is chosen by how many of them there are.
+bench/timing_bench.py measures the time; here are the column, the rewritten
+query, the plans, that the answers are exactly those of search_vector, and
+that every statement finding rows by their words goes through it.
 
 The people: Carol is on the Tramline team only: Ledgerly (PRD-2) is hidden
 from her. Alice sees everything.
 """
-
-from importlib import import_module
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -22,7 +22,6 @@ from django.test.utils import CaptureQueriesContext
 from backlog.models import Bug, Product
 from backlog.services import import_records
 from search import service
-from search.indexing.sql import products_tsquery
 from search.query.scope import access_scope
 
 from .conftest import TRAMLINE, jsonl, seeing_all_products
@@ -55,46 +54,45 @@ def carol(story):
     return carol
 
 
-def product_tokens() -> dict[str, list[str]]:
-    """Each stored row's product tokens, by key."""
+def one(sql: str, params=()):
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT key, array(SELECT lexeme FROM unnest(search_markers) WHERE lexeme LIKE '~p%%' ORDER BY lexeme) "
-            "FROM search_document"
-        )
-        return dict(cursor.fetchall())
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
 
 
-def expected_tokens() -> dict[str, list[str]]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT key, product_id FROM search_document")
-        return {key: [f"~p{product_id}"] for key, product_id in cursor.fetchall()}
-
-
-def test_every_record_carries_its_product_and_a_move_changes_it(story):
+def test_every_record_s_words_are_stored_again_under_its_product_and_a_move_changes_them(story):
     tramline, ledgerly = Product.objects.get(key="PRD-1"), Product.objects.get(key="PRD-2")
+    scoped = "SELECT search_scoped::text FROM search_document WHERE key = %s"
+    words = one("SELECT search_vector::text FROM search_document WHERE key = 'BUG-30'")
 
-    tokens = product_tokens()
-    assert tokens == expected_tokens()
-    assert tokens["PRD-2"] == [f"~p{ledgerly.pk}"]  # a product's own record is its product's
-    assert tokens["BUG-30"] == [f"~p{ledgerly.pk}"]
+    assert one(scoped, ["BUG-30"]) == words.replace("'", f"'{ledgerly.pk}~", 1).replace(" '", f" '{ledgerly.pk}~")
+    assert f"'{ledgerly.pk}~ledger':1A" in one(scoped, ["PRD-2"])  # a product's own record is its product's
 
     Bug.objects.filter(key="BUG-30").update(product=tramline)
 
-    assert product_tokens()["BUG-30"] == [f"~p{tramline.pk}"]
+    assert one(scoped, ["BUG-30"]) == words.replace("'", f"'{tramline.pk}~", 1).replace(" '", f" '{tramline.pk}~")
 
 
-def test_the_migration_gives_stored_rows_their_product_token_and_takes_it_back(story):
-    """Rows indexed before migration 0015 have no product token; its UPDATE
-    adds each row's from its own product_id, and its reverse removes it."""
-    update = import_module("search.migrations.0015_product_tokens").Migration.operations[1]
-    with connection.cursor() as cursor:
-        cursor.execute(update.reverse_sql)
-        assert set(map(tuple, product_tokens().values())) == {()}
+def test_a_lexeme_keeps_its_quotes_backslashes_positions_and_weights(db):
+    words = r"""'it''s':1A 'c:\\':2,5B 'nopos'"""
 
-        cursor.execute(update.sql)
+    assert one("SELECT search_scoped(3, %s::tsvector)::text", [words]) == r"""'3~c:\\':2,5B '3~it''s':1A '3~nopos'"""
 
-    assert product_tokens() == expected_tokens()
+
+@pytest.mark.parametrize(
+    "query, products, rewritten",
+    [
+        ("'renew' | 'renew':*", [7, 1], "'1~renew' | '7~renew' | '1~renew':* | '7~renew':*"),
+        # Phrases, weights and negations stay.
+        ("'renew':A <-> 'pass':*B", [1], "'1~renew':A <-> '1~pass':*B"),
+        ("'renew' <-> 'pass'", [1, 7], "( '1~renew' | '7~renew' ) <-> ( '1~pass' | '7~pass' )"),
+        ("!'it''s' & 'c:\\\\'", [1], "!'1~it''s' & '1~c:\\\\'"),
+        # No product: a lexeme no record has.
+        ("'renew'", [], "'~'"),
+    ],
+)
+def test_a_query_asks_for_the_lexemes_of_the_user_s_products(db, query, products, rewritten):
+    assert one("SELECT search_scoped_query(%s::tsquery, %s::bigint[])::text", [query, products]) == rewritten
 
 
 def explained(cursor, sql: str, params: dict) -> list[dict]:
@@ -109,61 +107,66 @@ def explained(cursor, sql: str, params: dict) -> list[dict]:
     return [n for n in nodes(cursor.fetchone()[0][0]["Plan"]) if "Index Name" in n]
 
 
-def test_carol_s_scope_is_her_products_tokens_in_the_words_index_scan(carol):
-    """Whichever index the planner takes to find her matches, its own
-    condition keeps only her products' rows: the words' GIN index with her
-    products' tokens (as at 10,000 records, bench/timing_bench.py), or a
-    product_id B-tree (as on a handful of rows): none hands over Ledgerly's."""
+def test_carol_s_words_are_found_in_her_products_lexemes_never_in_everyone_s(carol):
+    """Whichever index the planner takes, it is never the one over every
+    product's words: the scoped one (as at 10,000 records,
+    bench/timing_bench.py), or a product_id B-tree (as on a handful of rows),
+    and either reads only Tramline's rows."""
     scope = access_scope(carol)
-    tramline = Product.objects.get(key="PRD-1").pk
-    matches = f"SELECT d.key FROM search_document d WHERE d.search_vector @@ 'renew'::tsquery AND ({scope.where})"
-
-    assert "d.search_markers @@ %(scope_access_tokens)s::tsquery" in scope.where
-    assert scope.params["scope_access_tokens"] == f"'~p{tramline}'"
+    matches = (
+        f"SELECT d.key FROM search_document d WHERE {scope.words('%(q)s::tsquery')} AND ({scope.where})"
+    )
+    params = {**scope.params, "q": "renew | renew:*"}
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: the planner would read them all
-        scans = explained(cursor, matches, scope.params)
-        for scan in scans:
-            condition = scan.get("Index Cond", "")
-            assert (
-                "search_markers @@" in condition
-                if scan["Index Name"] == "search_document_fts"
-                else ("product_id = ANY" in condition)
-            ), scan
-        # Without the B-trees (rolled back with the test), the words' index answers both.
+        scans = explained(cursor, matches, params)
+        assert "search_document_fts" not in [scan["Index Name"] for scan in scans]
+        # Without the B-trees (rolled back with the test), the scoped index answers.
         cursor.execute("DROP INDEX search_document_product, search_document_product_time")
-        scans = explained(cursor, matches, scope.params)
+        scans = explained(cursor, matches, params)
 
-    assert [scan["Index Name"] for scan in scans] == ["search_document_fts"]
-    assert "search_vector @@" in scans[0]["Index Cond"] and "search_markers @@" in scans[0]["Index Cond"]
+    assert [scan["Index Name"] for scan in scans] == ["search_document_scoped"]
+    assert "search_scoped @@" in scans[0]["Index Cond"]
 
 
-def test_who_sees_everything_gets_no_condition_and_who_sees_nothing_matches_no_token(story):
+@pytest.mark.parametrize(
+    "query", ["renew", "renewal button", '"renewal button"', "renewa", "button -android", "invoice", "title:renew"]
+)
+def test_carol_finds_exactly_what_alice_finds_in_tramline(carol, query):
+    """Phrases, prefixes, exclusions and fields are checked on search_vector
+    as before: only the products differ."""
+    alice = seeing_all_products(User.objects.create_user("alice"))
+
+    def found(user, **extra):
+        answer = service.call("search", {"query": query, "mode": "keyword", **extra}, user)
+        return [hit["key"] for hit in answer["results"]], answer["total"]
+
+    assert found(carol) == found(alice, products=["PRD-1"])
+
+
+def test_who_sees_everything_gets_no_condition_and_who_sees_nothing_finds_nothing(story):
     alice = seeing_all_products(User.objects.create_user("alice"))
     nobody = User.objects.create_user("nobody")
 
     assert access_scope(alice).where == "TRUE"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM search_document WHERE search_markers @@ %s::tsquery", [products_tsquery([])]
-        )
-        assert cursor.fetchone()[0] == 0
+    assert access_scope(alice).words("%(q)s::tsquery") == "d.search_vector @@ %(q)s::tsquery"
     assert service.call("search", {"query": "renewal", "mode": "keyword"}, nobody)["results"] == []
 
 
-def test_every_statement_of_carol_s_search_that_reads_a_word_s_matches_asks_for_her_products(carol):
-    """Her statistics (document frequencies: sampled, then counted) and every
-    arm, count and facet: none reads the matches of Ledgerly's records."""
-    tokens = products_tsquery([Product.objects.get(key="PRD-1").pk])
-
+def test_every_statement_of_carol_s_search_that_finds_rows_by_words_asks_her_products_lexemes(carol):
+    """Her statistics (document frequencies: sampled, then counted), every
+    arm, count and facet, and the typo probes: none matches search_vector
+    with @@, which the index over every product's words would answer. Only
+    the page's own rows (d.id = ...) are checked that way."""
     for query in ("renewal", "invoice reminder", "renewa", "nothingmatchesthis"):
         with CaptureQueriesContext(connection) as statements:
             service.call("search", {"query": query, "mode": "keyword", "include_facets": "true"}, carol)
-        reading = [
+        words = [s["sql"] for s in statements.captured_queries if "search_scoped @@ search_scoped_query(" in s["sql"]]
+        everyone = [
             s["sql"]
             for s in statements.captured_queries
-            if "search_vector @@" in s["sql"] and "search_document" in s["sql"] and "d.id = " not in s["sql"]
+            if "search_vector @@" in s["sql"] and "d.id = " not in s["sql"]
         ]
-        assert reading, query
-        for sql in reading:
-            assert tokens.replace("'", "''") in sql or tokens in sql, sql
+
+        assert words, query
+        assert everyone == [], query

@@ -113,6 +113,40 @@ $$;
 """
 
 
+# search_scoped: the record's words again, each lexeme led by its product
+# ("12~crash", with its positions and weights), in a GIN index of its own
+# (search_markers beside it). A user who sees only some products asks it for
+# their products' lexemes alone ('12~crash' | '14~crash'), so no posting list
+# of another product's records is read. On search_vector, a condition on the
+# product (product_id, or a product token in search_markers) still walked
+# every hidden match of the word: a search took longer the more hidden
+# records held its words (bench/timing_bench.py), and PostgreSQL's estimates,
+# counted over every record, chose its plans by them. A stored generated
+# column (search.models.Document), so every write path fills it.
+SCOPED_WORDS_SQL = r"""
+CREATE OR REPLACE FUNCTION search_scoped(product bigint, words tsvector) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT coalesce(string_agg(
+    '''' || replace(replace(product || '~' || w.lexeme, '\', '\\'), '''', '''''') || ''''
+      || coalesce(':' || (SELECT string_agg(x.p || x.weight, ',') FROM unnest(w.positions, w.weights) x(p, weight)), ''),
+    ' '), '')::tsvector
+  FROM unnest(words) w
+$$;
+
+-- `q` for search_scoped over the records of `products`: each lexeme becomes
+-- the OR of those products' lexemes, with its prefix mark and weights. Of no
+-- product: a lexeme no record has.
+CREATE OR REPLACE FUNCTION search_scoped_query(q tsquery, products bigint[]) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT regexp_replace(
+    q::text, '''((?:[^'']|'''')*)''((?::[*A-D]+)?)',
+    '(' || coalesce((SELECT string_agg('''' || p || '~\1''\2', ' | ' ORDER BY p) FROM unnest(products) p), '''~''')
+        || ')',
+    'g'
+  )::tsquery
+$$;
+"""
+
 # search_markers: two tokens a record carries beside its words, in a
 # tsvector of their own that shares the GIN index with search_vector (a
 # two-column GIN index answers `search_vector @@ q AND search_markers @@ m`
@@ -132,20 +166,12 @@ $$;
 #   it, PostgreSQL read the whole filter's entries to AND the two bitmaps
 #   (730,000 for "bugs" at a million records, 56 ms of a 70 ms query), and
 #   the filters' share of the records comes from the same column statistics
-#   as the words' (search.ranking.statistics.filter_share);
-# - the record's product (PRODUCT_PREFIX): the access rule of a user who sees
-#   only some products is a condition on the same index (search.query.scope),
-#   so the index never hands over another product's matches. As a column
-#   condition, every match of a word in a product the user cannot see was
-#   read from the table and dropped, and the search took longer the more
-#   hidden records held the word: a timing that told of them
-#   (bench/timing_bench.py).
+#   as the words' (search.ranking.statistics.filter_share).
 SAMPLE_BUCKETS = 256  # a power of two: the bucket is the hash's low bits
 SAMPLE_PREFIX = "~s"
 MONTH_PREFIX = "~m"
 # The filter tokens: prefix + the column's value, as stored (no stemming, no case folding).
 FILTER_PREFIXES = {"kind": "~k", "status": "~t", "severity": "~v"}
-PRODUCT_PREFIX = "~p"  # + the product's id
 
 
 def _markers(kind: str) -> str:
@@ -154,7 +180,6 @@ def _markers(kind: str) -> str:
         f"'{SAMPLE_PREFIX}' || (hashint8extended(r.id, {seed}) & {SAMPLE_BUCKETS - 1})",
         f"'{MONTH_PREFIX}' || to_char(r.updated_at AT TIME ZONE 'UTC', 'YYYYMM')",
         *filter_token_sql(f"'{kind}'", KINDS[kind]["status"], KINDS[kind]["severity"]),
-        f"'{PRODUCT_PREFIX}' || {KINDS[kind]['product_id']}",
     ]
     # A NULL (no status yet) is no token: array_to_tsvector refuses NULLs.
     return f"array_to_tsvector(array_remove(ARRAY[{', '.join(tokens)}], NULL))"
@@ -173,13 +198,6 @@ def filter_token_sql(kind: str, status: str, severity: str) -> list[str]:
 def tokens_for(column: str, values) -> tuple[str, ...]:
     """The tokens of the records whose `column` is one of `values`."""
     return tuple(FILTER_PREFIXES[column] + value for value in values)
-
-
-def products_tsquery(product_ids) -> str:
-    """A tsquery matching the records of any of `product_ids`; of none, a
-    token no record carries (the prefix alone), so that no product is still
-    one probe of the index rather than a query without lexemes."""
-    return tokens_tsquery([f"{PRODUCT_PREFIX}{int(pk)}" for pk in product_ids] or [PRODUCT_PREFIX])
 
 
 def tokens_tsquery(tokens) -> str:
@@ -268,7 +286,7 @@ def install_sql() -> str:
     of reinstall_sql()'s text (search/migrations/sql/: history must not
     change when this module does), which also re-indexes every stored row.
     """
-    statements = [SEARCH_WORDS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
+    statements = [SEARCH_WORDS_SQL, SCOPED_WORDS_SQL] + [create_triggers_sql(kind) for kind in KINDS]
     statements += [index_rows_sql(kind, KINDS[kind]["table"]) + ";" for kind in KINDS]
     # Keep heap rows narrow: the tsvector, body and vector live in TOAST,
     # so counting and faceting a large match set reads few pages.

@@ -1,24 +1,43 @@
-"""Product tokens in search_markers: '~p' and the record's product id.
+"""Product-scoped words: search_scoped, each record's lexemes led by its product ("12~crash").
 
-The access rule of a user who sees only some products becomes a condition
-on the GIN index the words use (search.indexing.sql, search.query.scope), so
-the index never hands over a match in a product they cannot see, and a
-search costs the same however many hidden records hold its words. The
-triggers are replaced, and the stored rows gain their token in one UPDATE
-of search_markers, from the row's own product_id: no text is parsed again
-and embeddings stay valid (content_hash does not change). ANALYZE gives
-the planner the tokens' frequencies.
+A user who sees only some products matches words on this column's GIN index
+(search.indexing.sql, search.query.scope.words_match), which holds no entry
+of another product's records for them to walk: a search costs the same
+however many hidden records hold its words. The two functions come first
+(the generated column calls one); adding the column computes it for every
+stored row from its own product_id and search_vector (no text is parsed
+again, embeddings stay valid). ANALYZE gives the planner the new column's
+statistics.
 """
 
-from pathlib import Path
-
-from django.db import migrations
+import django.contrib.postgres.indexes
+import django.contrib.postgres.search
+from django.db import migrations, models
 
 # The SQL as it was when this migration was written (search.indexing.sql changes; history must not).
-SQL = Path(__file__).parent / "sql"
+FUNCTIONS = r"""
+CREATE OR REPLACE FUNCTION search_scoped(product bigint, words tsvector) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT coalesce(string_agg(
+    '''' || replace(replace(product || '~' || w.lexeme, '\', '\\'), '''', '''''') || ''''
+      || coalesce(':' || (SELECT string_agg(x.p || x.weight, ',') FROM unnest(w.positions, w.weights) x(p, weight)), ''),
+    ' '), '')::tsvector
+  FROM unnest(words) w
+$$;
 
-# The token of a stored row, from its own column, as the triggers make it.
-TOKENS = "ARRAY['~p' || product_id]"
+-- `q` for search_scoped over the records of `products`: each lexeme becomes
+-- the OR of those products' lexemes, with its prefix mark and weights. Of no
+-- product: a lexeme no record has.
+CREATE OR REPLACE FUNCTION search_scoped_query(q tsquery, products bigint[]) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT regexp_replace(
+    q::text, '''((?:[^'']|'''')*)''((?::[*A-D]+)?)',
+    '(' || coalesce((SELECT string_agg('''' || p || '~\1''\2', ' | ' ORDER BY p) FROM unnest(products) p), '''~''')
+        || ')',
+    'g'
+  )::tsquery
+$$;
+"""
 
 
 class Migration(migrations.Migration):
@@ -27,12 +46,26 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # Back: the triggers as 0013 installed them.
-        migrations.RunSQL((SQL / "0015_triggers.sql").read_text(), (SQL / "0013_triggers.sql").read_text()),
         migrations.RunSQL(
-            f"UPDATE search_document SET search_markers = coalesce(search_markers, ''::tsvector) "
-            f"|| array_to_tsvector({TOKENS})",
-            f"UPDATE search_document SET search_markers = ts_delete(search_markers, {TOKENS})",
+            FUNCTIONS,
+            "DROP FUNCTION search_scoped_query(tsquery, bigint[]); DROP FUNCTION search_scoped(bigint, tsvector);",
+        ),
+        migrations.AddField(
+            model_name="document",
+            name="search_scoped",
+            field=models.GeneratedField(
+                db_persist=True,
+                expression=models.Func(
+                    models.F("product_id"), models.F("search_vector"), function="search_scoped"
+                ),
+                output_field=django.contrib.postgres.search.SearchVectorField(),
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["search_scoped", "search_markers"], name="search_document_scoped"
+            ),
         ),
         migrations.RunSQL("ANALYZE search_document", migrations.RunSQL.noop),
     ]

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from backlog import access
 from search import db
 from search.contract import SearchError, SearchRequest
-from search.indexing.sql import products_tsquery
 from search.query.filters import FILTERS, narrowed
 
 
@@ -39,6 +38,12 @@ class Scope:
     # Some filter is not a token (a feature, a date, a product): the share is unknown.
     untokened: bool = False
 
+    def words(self, tsquery: str, alias: str = "d") -> str:
+        """SQL: the row matches `tsquery` (SQL of a tsquery), asked of the index
+        that holds only the words of the products this scope may see
+        (words_match). Every statement that finds rows by their words uses it."""
+        return words_match(tsquery, None if self.products is None else "%(scope_access)s::bigint[]", alias)
+
     def narrowed(self, condition: str, tokens: tuple[tuple[str, ...], ...] = (), **params) -> "Scope":
         """This scope and `condition` (its parameters named scope_*); `tokens`:
         the token groups `condition` keeps (none: a condition of another kind)."""
@@ -55,26 +60,31 @@ class Scope:
 
 def access_scope(user) -> Scope:
     """Rows the user may see: backlog.access's rule (the one the ORM readers
-    use too, through `visible`) as a condition on the search index.
-
-    The rule is their products' tokens in search_markers
-    (search.indexing.sql.PRODUCT_PREFIX), which the GIN index answers
-    together with the words: the index hands over no match the user cannot
-    see, to be read from the table and dropped (what made a search's time
-    grow with the hidden records that match it; docs/access.md says what
-    still does). The same rule on product_id stays beside it
-    for Citus, which routes a statement to the shards of the products it
-    names (docs/scaling.md); the planner takes whichever index is cheaper,
-    and either one reads only the user's products."""
+    use too, through `visible`) as a condition on the search index. A
+    statement that matches words asks for them through `Scope.words`, on the
+    index of the user's products' words alone."""
     product_ids = access.visible_product_ids(user)
     if product_ids is None:
         return Scope()
     return Scope(
-        "d.search_markers @@ %(scope_access_tokens)s::tsquery AND d.product_id = ANY(%(scope_access)s)",
-        {"scope_access_tokens": products_tsquery(product_ids), "scope_access": list(product_ids)},
+        "d.product_id = ANY(%(scope_access)s)",
+        {"scope_access": list(product_ids)},
         everything=False,
         products=tuple(product_ids),
     )
+
+
+def words_match(tsquery: str, products: str | None, alias: str = "d") -> str:
+    """SQL: the row `alias` matches `tsquery` (SQL of a tsquery). Over the
+    records of `products` (SQL of a bigint[]; None: every product), it is
+    asked of search_scoped, whose lexemes carry their product
+    (search.indexing.sql): phrases, prefixes and weights match there as on
+    search_vector, and the index holds nothing of other products' records to
+    walk or to estimate from. The caller keeps the rule on product_id beside
+    it: a negation (`!'crash'`) holds for other products' records too."""
+    if products is None:
+        return f"{alias}.search_vector @@ {tsquery}"
+    return f"{alias}.search_scoped @@ search_scoped_query({tsquery}, {products})"
 
 
 # Keys left out of every scope built in this context (search_eval: the report

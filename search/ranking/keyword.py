@@ -130,7 +130,7 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
             WITH m AS MATERIALIZED (
                 SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
                 FROM search_document d
-                WHERE d.search_vector @@ %(match)s::tsquery AND ({scope.where})
+                WHERE {scope.words("%(match)s::tsquery")} AND ({scope.where})
                 LIMIT %(cap)s::int + 1
             ), n AS (SELECT count(*) AS c FROM m)
             SELECT
@@ -214,7 +214,7 @@ def _broad(plan: Plan, scope: Scope, depth: int, matches: float, above_cap: bool
     cap = config.current().exact_limit
     ranked, info = [], {}
     if plan.candidates:
-        source = Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
+        source = Source(f"{scope.words('%(candidates)s::tsquery')} AND", {"candidates": plan.candidates}, "")
         ranked, info, _ = rank_candidates(plan, scope, source, cap, depth)
     if len(ranked) < depth:
         more, more_info = _recent_candidates(plan, scope, depth, matches)
@@ -281,7 +281,7 @@ def rank_candidates(plan: Plan, scope: Scope, source: Source, limit: int, depth:
             WITH c AS MATERIALIZED (
                 SELECT x.id, x.tid, {score} AS score FROM (
                     SELECT d.id, d.ctid AS tid, d.search_vector FROM search_document d
-                    WHERE {source.condition} d.search_vector @@ %(match)s::tsquery AND ({scope.where})
+                    WHERE {source.condition} {scope.words("%(match)s::tsquery")} AND ({scope.where})
                     {source.order} LIMIT %(limit)s
                 ) x
             )

@@ -30,7 +30,7 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, n: float, df: dict[str, f
     plan = keyword.Plan(parsed.any_of(), weighted, keyword.rarer_terms(terms, df, CANDIDATES), expected)
     if expected <= CANDIDATES or not plan.candidates:
         return keyword.rank(plan, scope, depth)
-    source = keyword.Source("d.search_vector @@ %(candidates)s::tsquery AND", {"candidates": plan.candidates}, "")
+    source = keyword.Source(f"{scope.words('%(candidates)s::tsquery')} AND", {"candidates": plan.candidates}, "")
     ranked, info, _ = keyword.rank_candidates(plan, scope, source, CANDIDATES, depth)
     return ArmResult(ranked, len(ranked), False, facets.empty(), plan.match, info)
 

@@ -51,7 +51,7 @@ def sample_matches(
 def _sample(match_query: str, scope: Scope, buckets: int, most: int, column: str = "search_vector"):
     """Count and facet the matches in the first `buckets` buckets, reading at
     most `most` + 1 of them (all of one bucket: a sample gets no smaller)."""
-    condition = f"d.{column} @@ %(match)s::tsquery"
+    condition = scope.words("%(match)s::tsquery") if column == "search_vector" else f"d.{column} @@ %(match)s::tsquery"
     params = {"match": match_query, "most": most + 1}
     if buckets < SAMPLE_BUCKETS:
         condition += " AND d.search_markers @@ %(buckets)s::tsquery"

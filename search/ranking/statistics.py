@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 
 from search import db
-from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX, products_tsquery
+from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
 from search.query.parse import ParsedQuery
-from search.query.scope import Scope
+from search.query.scope import Scope, words_match
 from search.ranking import config
 
 # Per database alias (search.db): a replica's statistics may trail the primary's.
@@ -155,19 +155,13 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
         df.update(common := _sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
     if to_count:  # rare words: through the GIN index, one statement
-        # Over some products, as the access scope asks it: their tokens in the same index scan.
-        within = (
-            "" if products is None else "AND search_markers @@ %(tokens)s::tsquery AND product_id = ANY(%(products)s) "
-        )
+        # Over some products, as their scope asks: their words' own index (Scope.words).
+        within = "" if products is None else "AND d.product_id = ANY(%(products)s) "
+        words = words_match("{q}::tsquery", None if products is None else "%(products)s::bigint[]")
         counted = _count_each(
             to_count,
-            f"SELECT count(*) FROM (SELECT 1 FROM search_document WHERE search_vector @@ {{q}}::tsquery {within}"
-            "LIMIT %(cap)s) s",
-            {
-                "cap": config.current().exact_limit + 1,
-                "products": list(products or ()),
-                "tokens": products_tsquery(products or ()),
-            },
+            f"SELECT count(*) FROM (SELECT 1 FROM search_document d WHERE {words} {within}LIMIT %(cap)s) s",
+            {"cap": config.current().exact_limit + 1, "products": list(products or ())},
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -196,12 +190,11 @@ def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[st
     word exactly reads much of the table, and a capped count would put every
     common word at the cap, where the keyword arm's plans cannot tell them apart."""
     buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
-    sample = " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))
     counted = _count_each(
         tsqueries,
-        "SELECT count(*) FROM search_document WHERE search_vector @@ {q}::tsquery "
-        "AND search_markers @@ %(markers)s::tsquery AND product_id = ANY(%(products)s)",
-        {"products": list(products), "markers": f"({sample}) & ({products_tsquery(products)})"},
+        f"SELECT count(*) FROM search_document d WHERE {words_match('{q}::tsquery', '%(products)s::bigint[]')} "
+        "AND d.search_markers @@ %(buckets)s::tsquery AND d.product_id = ANY(%(products)s)",
+        {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
     )
     scale = SAMPLE_BUCKETS / buckets
     return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}

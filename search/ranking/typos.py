@@ -95,8 +95,8 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
     # table in order, expecting a match within a few rows, and at a million records where the word's
     # records lie far into the table that took 0.5 s ('renew').
     found = ", ".join(
-        f"""EXISTS (SELECT 1 FROM search_document d WHERE d.search_vector @@ to_tsquery('simple',
-            quote_literal(%(stem{i})s)) AND ({scope.where}))"""
+        f"""EXISTS (SELECT 1 FROM search_document d
+            WHERE {scope.words(f"to_tsquery('simple', quote_literal(%(stem{i})s))")} AND ({scope.where}))"""
         for i in range(len(stems))
     )
     cursor.execute("SET LOCAL enable_seqscan = off")
