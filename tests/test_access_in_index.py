@@ -113,9 +113,7 @@ def test_carol_s_words_are_found_in_her_products_lexemes_never_in_everyone_s(car
     bench/timing_bench.py), or a product_id B-tree (as on a handful of rows),
     and either reads only Tramline's rows."""
     scope = access_scope(carol)
-    matches = (
-        f"SELECT d.key FROM search_document d WHERE {scope.words('%(q)s::tsquery')} AND ({scope.where})"
-    )
+    matches = f"SELECT d.key FROM search_document d WHERE {scope.words('%(q)s::tsquery')} AND ({scope.where})"
     params = {**scope.params, "q": "renew | renew:*"}
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: the planner would read them all

@@ -20,7 +20,8 @@ CREATE OR REPLACE FUNCTION search_scoped(product bigint, words tsvector) RETURNS
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT coalesce(string_agg(
     '''' || replace(replace(product || '~' || w.lexeme, '\', '\\'), '''', '''''') || ''''
-      || coalesce(':' || (SELECT string_agg(x.p || x.weight, ',') FROM unnest(w.positions, w.weights) x(p, weight)), ''),
+      || coalesce(':' || (SELECT string_agg(x.p || x.weight, ',')
+                          FROM unnest(w.positions, w.weights) x(p, weight)), ''),
     ' '), '')::tsvector
   FROM unnest(words) w
 $$;
