@@ -111,6 +111,64 @@ def test_document_text_puts_the_title_first_and_skips_empty_parts():
     assert document_text("", "body") == "body"
 
 
+BUGZILLA_REPORT = """User Agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0
+Build ID: 20231219181341
+
+Steps to reproduce:
+
+Open a PDF with a form and type into a field."""
+
+
+def test_document_text_drops_the_user_agent_and_the_build_id_a_report_opens_with():
+    assert document_text("Typing in a PDF form is lost", BUGZILLA_REPORT) == (
+        "Typing in a PDF form is lost\nSteps to reproduce:\n\nOpen a PDF with a form and type into a field."
+    )
+    chrome = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
+    assert document_text("Seen in", f"Seen in {chrome} only") == "Seen in\nSeen in   only"
+    # A line that says something besides an id stays: only an id alone after its label goes.
+    assert document_text("t", "Build: 20231219181341\nBuild fails: 2 errors") == "t\nBuild fails: 2 errors"
+
+
+JAVA_TRACE = """java.lang.NullPointerException: block is null
+\tat org.apache.hadoop.hdfs.DFSInputStream.readBlock(DFSInputStream.java:812)
+\tat org.apache.hadoop.hdfs.DFSInputStream.read(DFSInputStream.java:904)
+\tat java.io.DataInputStream.read(DataInputStream.java:149)
+\tat org.apache.hadoop.mapred.LineRecordReader.next(LineRecordReader.java:212)
+\tat org.apache.hadoop.mapred.MapTask.run(MapTask.java:341)
+Caused by: java.io.IOException: connection reset
+\tat sun.nio.ch.FileDispatcherImpl.read0(Native Method)
+\t... 14 more"""
+
+PYTHON_TRACE = """Traceback (most recent call last):
+  File "/opt/envtoconf.py", line 117, in <module>
+    Simple(sys.argv[1:]).main()
+  File "/opt/envtoconf.py", line 108, in main
+    self.transform()
+  File "/opt/envtoconf.py", line 96, in transform
+    content = transformer_func(content)
+  File "/opt/transformation.py", line 121, in to_conf
+    for key, val in props:
+ValueError: too many values to unpack"""
+
+
+def test_document_text_keeps_the_frames_where_a_trace_was_thrown():
+    """A Java trace's first frames, a Python traceback's last: the rest is the same call path in every report."""
+    java = document_text("Read fails", JAVA_TRACE)
+    assert "DFSInput Stream.read Block" in java and "Data Input Stream.read" in java
+    assert "Line Record Reader" not in java and "Map Task" not in java and "14 more" not in java
+    assert "Caused by: java.io.IOException: connection reset" in java and "read0(Native Method)" in java
+
+    python = document_text("envtoconf fails", PYTHON_TRACE)
+    assert "line 117" not in python and "Simple(sys.argv" not in python
+    assert "line 108, in main" in python and "for key, val in props:" in python
+    assert python.endswith("Value Error: too many values to unpack")
+
+
+def test_document_text_drops_the_time_stamps_of_log_lines():
+    log = "2023-12-14 17:35:56,602 ERROR Tez Child: timeout\n[2021-09-08T00:21:11.596Z] #13 RUN apt-get update"
+    assert document_text("Timeouts", log) == "Timeouts\nERROR Tez Child: timeout\n  #13 RUN apt-get update"
+
+
 # -- the local model -------------------------------------------------------------------------------
 
 

@@ -7,13 +7,17 @@ embed is recorded), so each test can say what it computed and what it did
 not.
 """
 
+import importlib
+import re
+
 import numpy as np
 import pytest
 from django.db import connection
+from tokenizers import Tokenizer
 
 from backlog.models import Bug
 from backlog.services import import_records
-from search.indexing.embeddings import document_text, get_provider
+from search.indexing.embeddings import MAX_TOKENS, TOKENIZER_PATH, clip_text, document_text, get_provider
 from search.indexing.vectors import embed_pending, pending_count
 from search.models import Document
 
@@ -166,3 +170,73 @@ def test_a_stop_writes_the_batch_in_hand_and_the_next_run_resumes(tracker):
     assert pending_count() == len(RECORDS) - 2
     assert embed_pending(batch_size=2) == len(RECORDS) - 2
     assert pending_count() == 0
+
+
+# A report as Bugzilla's form files it: the reporter's user agent and build id, then a long trace in the
+# description; the steps, actual and expected results in their own fields, after it in the embedded text.
+FRAMES = "".join(f"\tat org.mozilla.gecko.dom.Layer{n}.paint(Layer{n}.java:{100 + n})\n" for n in range(40))
+FORM_REPORT = {
+    **bug(
+        "BUG-20",
+        "Season pass renewal crashes the app",
+        "User Agent: Mozilla/5.0 (Android 14; Mobile; rv:121.0) Gecko/121.0 Firefox/121.0\n"
+        "Build ID: 20231219181341\n\n"
+        f"java.lang.IllegalStateException: no payment sheet\n{FRAMES}\t... 12 more",
+    ),
+    "raw_data": {
+        "steps": ["Open Passes", "Tap Renew on the season pass"],
+        "actual_result": "The app closes without a message",
+        "expected_result": "The payment sheet opens with the renewal price",
+    },
+}
+
+
+def window(text: str) -> str:
+    """What the local model reads of ``text``: its first MAX_TOKENS word pieces, as words again."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tokenizer.enable_truncation(MAX_TOKENS)
+    return tokenizer.decode(tokenizer.encode(clip_text(text)).ids)
+
+
+def test_a_form_report_s_results_and_steps_are_within_what_the_model_reads(tracker, watched_model):
+    """The user agent, the build id and all but the first frames of the trace are left out, so the
+    40-frame trace no longer pushes the actual and expected results out of the model's window."""
+    import_records(jsonl(FORM_REPORT).splitlines())
+    embed_pending()
+
+    (text,) = [text for text in watched_model if text.startswith("Season pass renewal")]
+    read = window(text)
+    assert "the app closes without a message" in read
+    assert "the payment sheet opens with the renewal price" in read
+    assert "tap renew on the season pass" in read
+    assert "illegalstateexception" in read.replace(" ", "") and "layer2" in read.replace(" ", "")
+    assert "firefox" not in read and "20231219181341" not in read and "layer3" not in read.replace(" ", "")
+
+
+def test_only_vectors_of_texts_the_new_rules_change_are_made_again(tracker):
+    """Migration 0015: the content hash is of the record's own text, which did not change; the rows
+    whose embedded text did (a user agent, a long trace) wait for the worker again, the others keep theirs."""
+    import_records(
+        jsonl(FORM_REPORT, bug("BUG-21", "Timeout in the log", "2023-12-14 17:35:56,602 ERROR timeout")).splitlines()
+    )
+    embed_pending()
+    migration = importlib.import_module("search.migrations.0015_embed_without_boilerplate")
+
+    with connection.cursor() as cursor:
+        cursor.execute(migration.MARK_STALE, [migration.CHANGED_TEXT])
+
+    stale = Document.objects.needing_embedding(get_provider().model_id)
+    assert sorted(stale.values_list("key", flat=True)) == ["BUG-20", "BUG-21"]
+    for document in Document.objects.exclude(key__in=["BUG-20", "BUG-21"]):
+        assert document_text(document.title, document.body) == old_document_text(document.title, document.body)
+
+
+def old_document_text(title: str, *parts: str | None) -> str:
+    """document_text as migration 0008 left it: links, markup and camel case only."""
+    link, markup, camel = (
+        re.compile(r"\[?https?://\S+"),
+        re.compile(r"[-=*_#|]{3,}|\{code[^}]*\}|\{noformat\}"),
+        re.compile(r"([a-z])([A-Z])"),
+    )
+    pieces = [camel.sub(r"\1 \2", markup.sub(" ", link.sub(" ", piece))).strip() for piece in [title, *parts] if piece]
+    return "\n".join(piece for piece in pieces if piece)

@@ -103,15 +103,53 @@ _MARKUP = re.compile(r"[-=*_#|]{3,}|\{code[^}]*\}|\{noformat\}")
 # "S3AInput Stream", as the keyword index splits it (search/indexing/sql.py).
 _CAMEL_CASE = re.compile(r"([a-z])([A-Z])")
 
+# Tracker boilerplate: what a report carries whatever its bug, which spends the window and pulls
+# every report's vector toward the same point. A browser's user agent (Bugzilla's form opens every
+# report with one), a line that only holds a build id or commit, a log line's time stamp.
+_USER_AGENT = re.compile(
+    r"(?:\buser[- ]?agent\b[ \t]*:?[ \t]*)?\b(?:Mozilla|Opera|Dalvik)/\d[\d.]*[ \t]*\([^()\n]*\)"
+    r"(?:[ \t]+(?:[\w.-]+/[\w.+-]+|\([^()\n]*\)))*",
+    re.IGNORECASE,
+)
+_ID_LINE = re.compile(r"^[ \t]*[A-Za-z][\w ]{0,24}:[ \t]*(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}[ \t]*$", re.MULTILINE)
+_TIMESTAMP = re.compile(
+    r"\[?\b\d{2,4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[ ]?[+-]\d{2}:?\d{2})?\b\]?"
+)
+
+#: Frames kept of each stack trace: where it was thrown (a Java trace's first frames, a Python
+#: traceback's last); the frames past them are the framework's call path, the same in every report.
+TRACE_FRAMES = 3
+_JAVA_FRAME = r"\bat[ \t]+[\w$./<>-]+\([^()\n]*\)(?:[ \t]+~?\[[^\]\n]*\])?"
+_PYTHON_FRAME = r'File "[^"\n]*", line \d+[^\n]*(?:\n[ \t]+(?!File ")\S[^\n]*)?'
+_JAVA_TRACE = re.compile(rf"{_JAVA_FRAME}(?:\s*{_JAVA_FRAME})*")
+_PYTHON_TRACE = re.compile(rf"{_PYTHON_FRAME}(?:\s*{_PYTHON_FRAME})*")
+_MORE_FRAMES = re.compile(r"\.\.\. ?\d+ more\b")
+
+
+def _shorter_traces(text: str) -> str:
+    """``text`` with each stack trace cut to :data:`TRACE_FRAMES` frames."""
+
+    def keep(trace: re.Match, frame: str, kept: slice) -> str:
+        return "\n".join(re.findall(frame, trace.group())[kept])
+
+    text = _JAVA_TRACE.sub(lambda m: keep(m, _JAVA_FRAME, slice(TRACE_FRAMES)), text)
+    text = _PYTHON_TRACE.sub(lambda m: keep(m, _PYTHON_FRAME, slice(-TRACE_FRAMES, None)), text)
+    return _MORE_FRAMES.sub(" ", text)
+
+
+def _as_words(text: str) -> str:
+    text = _shorter_traces(_ID_LINE.sub(" ", _USER_AGENT.sub(" ", text)))
+    text = _MARKUP.sub(" ", _LINK.sub(" ", _TIMESTAMP.sub(" ", text)))
+    return _CAMEL_CASE.sub(r"\1 \2", text).strip()
+
 
 def document_text(title: str, *parts: str | None) -> str:
     """The text embedded for one record: its title, then each non-empty part, one per line,
-    as words (no links, no markup, camel case split).
+    as words (no links, markup or tracker boilerplate, stack traces cut short, camel case split).
 
     The title goes first because the local model reads only the first 256 tokens.
     """
-    pieces = [title, *parts]
-    pieces = [_CAMEL_CASE.sub(r"\1 \2", _MARKUP.sub(" ", _LINK.sub(" ", piece))).strip() for piece in pieces if piece]
+    pieces = [_as_words(piece) for piece in [title, *parts] if piece]
     return "\n".join(piece for piece in pieces if piece)
 
 
