@@ -33,6 +33,8 @@ import numpy as np
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from search.query import traces
+
 logger = logging.getLogger(__name__)
 
 #: Texts are cut to this many characters before tokenizing. The local model reads at most 256
@@ -116,36 +118,16 @@ _TIMESTAMP = re.compile(
     r"\[?\b\d{2,4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[ ]?[+-]\d{2}:?\d{2})?\b\]?"
 )
 
-#: Frames kept of each stack trace: where it was thrown (a Java trace's first frames, a Python
-#: traceback's last); the frames past them are the framework's call path, the same in every report.
-TRACE_FRAMES = 3
-_JAVA_FRAME = r"\bat[ \t]+[\w$./<>-]+\([^()\n]*\)(?:[ \t]+~?\[[^\]\n]*\])?"
-_PYTHON_FRAME = r'File "[^"\n]*", line \d+[^\n]*(?:\n[ \t]+(?!File ")\S[^\n]*)?'
-_JAVA_TRACE = re.compile(rf"{_JAVA_FRAME}(?:\s*{_JAVA_FRAME})*")
-_PYTHON_TRACE = re.compile(rf"{_PYTHON_FRAME}(?:\s*{_PYTHON_FRAME})*")
-_MORE_FRAMES = re.compile(r"\.\.\. ?\d+ more\b")
-
-
-def _shorter_traces(text: str) -> str:
-    """``text`` with each stack trace cut to :data:`TRACE_FRAMES` frames."""
-
-    def keep(trace: re.Match, frame: str, kept: slice) -> str:
-        return "\n".join(re.findall(frame, trace.group())[kept])
-
-    text = _JAVA_TRACE.sub(lambda m: keep(m, _JAVA_FRAME, slice(TRACE_FRAMES)), text)
-    text = _PYTHON_TRACE.sub(lambda m: keep(m, _PYTHON_FRAME, slice(-TRACE_FRAMES, None)), text)
-    return _MORE_FRAMES.sub(" ", text)
-
-
 def _as_words(text: str) -> str:
-    text = _shorter_traces(_ID_LINE.sub(" ", _USER_AGENT.sub(" ", text)))
+    text = traces.condensed(_ID_LINE.sub(" ", _USER_AGENT.sub(" ", text)))
     text = _MARKUP.sub(" ", _LINK.sub(" ", _TIMESTAMP.sub(" ", text)))
     return _CAMEL_CASE.sub(r"\1 \2", text).strip()
 
 
 def document_text(title: str, *parts: str | None) -> str:
     """The text embedded for one record: its title, then each non-empty part, one per line,
-    as words (no links, markup or tracker boilerplate, stack traces cut short, camel case split).
+    as words (no links, markup or tracker boilerplate, a stack trace as its top frames' names
+    (search.query.traces.condensed), camel case split).
 
     The title goes first because the local model reads only the first 256 tokens.
     """

@@ -67,6 +67,7 @@ _NOISE = re.compile(
 # What an exception line's message is not: its types (they are Trace.exceptions) and the lead-in.
 _NOT_MESSAGE = re.compile(rf"{_TYPE}\b|^(?:Caused by|panic):")
 _WORD = re.compile(r"[^\W_]+")
+_MORE_FRAMES = re.compile(r"^\.\.\. ?\d+ more$")  # a JVM cause's "... 14 more": frames already printed
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def read(text: str) -> Trace | None:
 
 def condensed(text: str) -> str:
     """`text` with the trace in it read as words: each of its top FRAMES frames as its class and
-    method, the frames below left out, the other lines as written. A draft's description reads
+    method, the frames below (and a cause's "... 14 more") left out, the other lines as written. A draft's description reads
     so (search.operations.duplicates): line numbers and runner frames would crowd its own words
     out of the model's first tokens and the keyword query's rarest words."""
     lines = _lines(text)
@@ -127,7 +128,7 @@ def condensed(text: str) -> str:
         return text
     top = dict(_top(lines, frames))
     calls = {i - 1 for i, _ in frames if _GO_FILE.match(lines[i])}  # a Go frame's call line is the frame too
-    framed = {i for i, _ in frames} | calls
+    framed = {i for i, _ in frames} | calls | {i for i, line in enumerate(lines) if _MORE_FRAMES.match(line)}
     return "\n".join(top.get(i, line) for i, line in enumerate(lines) if i in top or i not in framed)
 
 
