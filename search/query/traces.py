@@ -119,9 +119,10 @@ def read(text: str) -> Trace | None:
 
 def condensed(text: str) -> str:
     """`text` with the trace in it read as words: each of its top FRAMES frames as its class and
-    method, the frames below (and a cause's "... 14 more") left out, the other lines as written. A draft's description reads
-    so (search.operations.duplicates): line numbers and runner frames would crowd its own words
-    out of the model's first tokens and the keyword query's rarest words."""
+    method, the frames below (and a cause's "... 14 more") left out, the other lines as written.
+    A draft's description reads so (search.operations.duplicates), and so does every record's
+    embedded text (search.indexing.embeddings.document_text): line numbers and runner frames
+    would crowd its own words out of the model's first tokens and the keyword query's rarest words."""
     lines = _lines(text)
     frames = _frames(lines)
     if not frames or read(text) is None:
