@@ -214,13 +214,13 @@ def test_a_form_report_s_results_and_steps_are_within_what_the_model_reads(track
 
 
 def test_only_vectors_of_texts_the_new_rules_change_are_made_again(tracker):
-    """Migration 0015: the content hash is of the record's own text, which did not change; the rows
+    """Migration 0016: the content hash is of the record's own text, which did not change; the rows
     whose embedded text did (a user agent, a long trace) wait for the worker again, the others keep theirs."""
     import_records(
         jsonl(FORM_REPORT, bug("BUG-21", "Timeout in the log", "2023-12-14 17:35:56,602 ERROR timeout")).splitlines()
     )
     embed_pending()
-    migration = importlib.import_module("search.migrations.0015_embed_without_boilerplate")
+    migration = importlib.import_module("search.migrations.0016_embed_without_boilerplate")
 
     with connection.cursor() as cursor:
         cursor.execute(migration.MARK_STALE, [migration.CHANGED_TEXT])

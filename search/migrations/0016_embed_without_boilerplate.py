@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
     0008 did for all: the worker embeds them again, and their old vectors serve until then."""
 
     dependencies = [
-        ("search", "0014_rate_count"),
+        ("search", "0015_scoped_words"),
     ]
 
     operations = [
