@@ -118,6 +118,7 @@ _TIMESTAMP = re.compile(
     r"\[?\b\d{2,4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[ ]?[+-]\d{2}:?\d{2})?\b\]?"
 )
 
+
 def _as_words(text: str) -> str:
     text = traces.condensed(_ID_LINE.sub(" ", _USER_AGENT.sub(" ", text)))
     text = _MARKUP.sub(" ", _LINK.sub(" ", _TIMESTAMP.sub(" ", text)))
