@@ -41,7 +41,7 @@ class RankingConfig(BaseModel):
     # Hybrid's pseudo-relevance feedback (search.ranking.pipeline, search.ranking.semantic).
     feedback_docs: int = Field(1, ge=0)  # the first fusion's best records the second pass moves toward; 0: off
     feedback_weight: float = Field(2.0, gt=0)  # the weight of their mean vector beside the query's
-    feedback_list_weight: float = Field(1.0, ge=0)  # the second pass's list weighs the semantic weight x this
+    feedback_list_weight: float = Field(2.0, ge=0)  # the second pass's list weighs the semantic weight x this (LOSO)
     # Candidates.
     arm_depth: int = Field(200, ge=1)  # records the keyword arm ranks (and the semantic arm in semantic mode)
     semantic_depth: int = Field(100, ge=1)  # records the semantic arm ranks in hybrid mode and for similar
