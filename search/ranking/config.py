@@ -40,7 +40,7 @@ class RankingConfig(BaseModel):
     recency_half_life: float = Field(365.0, gt=0)  # in days
     # Hybrid's pseudo-relevance feedback (search.ranking.pipeline, search.ranking.semantic).
     feedback_docs: int = Field(1, ge=0)  # the first fusion's best records the second pass moves toward; 0: off
-    feedback_weight: float = Field(2.0, gt=0)  # the weight of their mean vector beside the query's
+    feedback_weight: float = Field(3.0, gt=0)  # the weight of their mean vector beside the query's (LOSO)
     feedback_list_weight: float = Field(2.0, ge=0)  # the second pass's list weighs the semantic weight x this (LOSO)
     # Candidates.
     arm_depth: int = Field(200, ge=1)  # records the keyword arm ranks (and the semantic arm in semantic mode)
