@@ -101,6 +101,18 @@ TRAMLINE = [
 ]
 
 
+# Ledgerly's reminder bug: a word of Tramline's ("renewal") in a product Tramline's team cannot see.
+LEDGERLY_BUG = {
+    "kind": "bug",
+    "key": "BUG-30",
+    "product": "PRD-2",
+    "feature": "FEAT-9",
+    "title": "Invoice renewal reminder button does nothing",
+    "severity": "critical",
+    "status": "open",
+    "created_at": "2026-02-05T10:00:00+00:00",
+}
+
 # Ledgerly's invoice bug, which several stories add to Tramline's.
 VAT_BUG = {
     "kind": "bug",

@@ -30,20 +30,10 @@ from backlog.services import import_records
 from search import service
 from search.contract import NotFound, SearchError
 
-from .conftest import TRAMLINE, jsonl, seeing_all_products
+from .conftest import LEDGERLY_BUG, TRAMLINE, jsonl, seeing_all_products
 
 pytestmark = pytest.mark.django_db
 
-LEDGERLY_BUG = {
-    "kind": "bug",
-    "key": "BUG-30",
-    "product": "PRD-2",
-    "feature": "FEAT-9",
-    "title": "Invoice renewal reminder button does nothing",
-    "severity": "critical",
-    "status": "open",
-    "created_at": "2026-02-05T10:00:00+00:00",
-}
 LEDGERLY = {"PRD-2", "FEAT-9", "BUG-30"}
 SEARCH = {"query": "renewal", "mode": "keyword", "include_facets": "true"}
 

@@ -24,19 +24,9 @@ from backlog.services import import_records
 from search import service
 from search.query.scope import access_scope
 
-from .conftest import TRAMLINE, jsonl, seeing_all_products
+from .conftest import LEDGERLY_BUG, TRAMLINE, jsonl, seeing_all_products
 
 pytestmark = pytest.mark.django_db
-
-LEDGERLY_BUG = {
-    "kind": "bug",
-    "key": "BUG-30",
-    "product": "PRD-2",
-    "title": "Invoice renewal reminder button does nothing",
-    "severity": "critical",
-    "status": "open",
-    "created_at": "2026-02-05T10:00:00+00:00",
-}
 
 
 @pytest.fixture

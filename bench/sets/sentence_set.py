@@ -19,9 +19,15 @@ import argparse
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import django_setup  # noqa: E402, F401  (sets Django up: the judged-set reader is the project's)
+
+from search.evaluation.sets import load_judged_set  # noqa: E402
+
 MIN_WORDS, MAX_WORDS = 6, 40
 MARKUP = re.compile(r"\{[a-z]+(?::[^}]*)?\}|\{\{|\}\}|\[~?[^\]\s]*\]|\*|_|h\d\.\s*")
 LINK = re.compile(r"\bhttps?://\S+")
@@ -41,10 +47,9 @@ def first_sentence(description: str) -> str | None:
             return None  # a table, a list of numbers, a quoted log: not a reporter's sentence
         if CODE.search(sentence):
             return None  # the description opens with code or a trace: no reporter's sentence
-        if MIN_WORDS <= len(WORD.findall(sentence)) <= MAX_WORDS:
-            return sentence
-        if len(WORD.findall(sentence)) > MAX_WORDS:
-            return None
+        words = len(WORD.findall(sentence))
+        if words >= MIN_WORDS:
+            return sentence if words <= MAX_WORDS else None
     return None
 
 
@@ -54,29 +59,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "sentence-hadoop")
     args = parser.parse_args()
 
-    descriptions = {}
-    for line in (args.source / "records.jsonl").read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("kind") == "bug":
-            descriptions[record["key"]] = record.get("description") or ""
-    types = dict(line.split("\t") for line in (args.source / "query_types.tsv").read_text().splitlines() if line)
-    judged: dict[str, list[str]] = {}
-    for line in (args.source / "qrels.tsv").read_text().splitlines():
-        if line:
-            query_id = line.split("\t", 1)[0]
-            judged.setdefault(query_id, []).append(line.split("\t", 1)[1])
+    source = load_judged_set(args.source)
+    records = (json.loads(line) for line in source.records)
+    descriptions = {record["key"]: record.get("description") or "" for record in records if record["kind"] == "bug"}
+    titles = [query for query in source.queries if source.types.get(query.id) == "title"]
 
     queries, qrels, kinds = [], [], []
-    for line in (args.source / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        query = json.loads(line)
-        if types.get(query["id"]) != "title":
-            continue
-        (key,) = query["exclude"]
+    for query in titles:
+        (key,) = query.exclude
         if (sentence := first_sentence(descriptions.get(key, ""))) is None:
             continue
-        query_id = "w" + query["id"][1:]
+        query_id = "w" + query.id[1:]
         queries.append(json.dumps({"id": query_id, "query": sentence, "exclude": [key]}, ensure_ascii=False))
-        qrels += [f"{query_id}\t{rest}" for rest in judged[query["id"]]]
+        qrels += [f"{query_id}\t{judged}\t{grade}" for judged, grade in source.grades[query.id].items()]
         kinds.append(f"{query_id}\tsentence")
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -84,7 +79,7 @@ def main() -> None:
     (args.out / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
     (args.out / "qrels.tsv").write_text("\n".join(qrels) + "\n", encoding="utf-8")
     (args.out / "query_types.tsv").write_text("\n".join(kinds) + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(queries)} queries, {len(qrels)} judgments, from {len(types) // 2} title queries")
+    print(f"{args.out}: {len(queries)} queries, {len(qrels)} judgments, from {len(titles)} title queries")
 
 
 if __name__ == "__main__":
