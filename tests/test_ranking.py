@@ -255,3 +255,27 @@ def test_similar_puts_the_same_title_under_a_tag_first(embedded, settings):
     assert keys(response)[:2] == ["BUG-40", "BUG-41"]
     assert keys(unboosted)[0] == "BUG-41"
     assert not any("exact_title" in hit.scores.boosts for hit in response.results[1:])
+
+
+def test_similar_does_not_match_reports_by_their_user_agent(db):
+    """Bugzilla's form opens every report with the reporter's user agent and build id. Two reports
+    filed from the same browser share those words and nothing else; the more-like-this query reads
+    a report without them (as the embedded text does), so the keyword arm does not list the other
+    report, while a report that shares the bug's own words is listed."""
+    from search.contract import SimilarRequest
+    from search.operations.similar import similar
+
+    agent = "User Agent: Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:121.0) Gecko/20100101 Firefox/121.0"
+    opening = f"{agent}\nBuild ID: 20231219181341\n\n"
+    reports = [
+        CORPUS[0],
+        bug("BUG-50", "Bookmarks toolbar flickers", description=opening + "Drag a bookmark onto the toolbar."),
+        bug("BUG-51", "Printing a PDF drops its fonts", description=opening + "Print any PDF with embedded fonts."),
+        bug("BUG-52", "Toolbar flickers while dragging a bookmark", description="Dragging bookmarks flickers."),
+        bug("BUG-53", "Sync loses passwords", description=opening + "Sign in on a second machine."),
+    ]
+    assert import_records(jsonl(*reports).splitlines()).written
+
+    found = keys(similar(SimilarRequest(key="BUG-50", mode="keyword")))
+
+    assert found == ["BUG-52"]

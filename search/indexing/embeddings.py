@@ -119,8 +119,15 @@ _TIMESTAMP = re.compile(
 )
 
 
+def without_boilerplate(text: str) -> str:
+    """``text`` without the tracker boilerplate above: user agents and lines that only hold a build id
+    or commit. The keyword arm's more-like-this query (search.ranking.more_like_this) reads a report
+    through it too, so a platform's words do not pass for what two reports share."""
+    return _ID_LINE.sub(" ", _USER_AGENT.sub(" ", text))
+
+
 def _as_words(text: str) -> str:
-    text = traces.condensed(_ID_LINE.sub(" ", _USER_AGENT.sub(" ", text)))
+    text = traces.condensed(without_boilerplate(text))
     text = _MARKUP.sub(" ", _LINK.sub(" ", _TIMESTAMP.sub(" ", text)))
     return _CAMEL_CASE.sub(r"\1 \2", text).strip()
 

@@ -8,6 +8,7 @@ total nor facets to estimate.
 
 import re
 
+from search.indexing.embeddings import without_boilerplate
 from search.query.parse import ParsedQuery, parse
 from search.query.scope import Scope
 from search.ranking import facets, keyword, statistics
@@ -47,7 +48,7 @@ def terms(
     """
     # A trailing space: no word here is being typed, so none is a prefix.
     title_terms = {t.tsquery: t for t in parse(title + " ", "simple").units}
-    words = dict.fromkeys(_WORD.findall(body or ""))
+    words = dict.fromkeys(_WORD.findall(without_boilerplate(body or "")))
     body_terms = {
         t.tsquery: t for t in parse(" ".join(list(words)[:150]) + " ", "simple").units if t.tsquery not in title_terms
     }
