@@ -16,8 +16,10 @@ itself) and the baseline (the first variant), overall and per query type.
 `--grid base,a,b` limits the choice to those variants (the first is the
 baseline): one decision at a time, e.g. one constant's values with the
 others at their defaults. A setting is kept only if its held-out gain over
-the baseline is positive on every set (docs/benchmarks.md, "Ranking
-experiments").
+the baseline is positive on every set it can act on (docs/benchmarks.md,
+"Ranking experiments"); a set on which every variant ranks every query
+alike (recency on records that all have one date) is reported and not
+counted.
 """
 
 import argparse
@@ -69,6 +71,13 @@ def leave_one_out(sets: dict[str, dict], grid: list[str] | None = None) -> dict[
     return report
 
 
+def inert(judged: dict, variants: list[str]) -> bool:
+    """Whether every variant scores every query of this set alike: a setting that cannot act on
+    the set (recency on records that all have the same date) learns nothing from it."""
+    first = judged["scores"][variants[0]]
+    return all(judged["scores"][v] == first for v in variants[1:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sets", nargs="+", help="FOLDER=LAB_JSON, one per judged set")
@@ -77,10 +86,14 @@ def main() -> None:
     args = parser.parse_args()
     sets = load(args.sets, args.mode)
     report = leave_one_out(sets, args.grid)
-    kept = True
+    kept, acted = True, False
     for name, chosen in report.items():
         s = sets[name]
         columns = [chosen["baseline"], chosen["held_out"], chosen["fitted"]]
+        if inert(s, args.grid or list(s["scores"])):
+            print(f"\n{name}: every variant ranks every query alike (the setting cannot act here); not counted")
+            continue
+        acted = True
         print(f"\n{name}: baseline {columns[0]}, held out {columns[1]} (chosen on the others), fitted {columns[2]}")
         kinds = [None, *sorted(set(s["types"].values()))] if len(set(s["types"].values())) > 1 else [None]
         for kind in kinds:
@@ -89,7 +102,10 @@ def main() -> None:
             gain = figures[1] - figures[0]
             print(f"  {label:<14}" + "".join(f"{f:>8.3f}" for f in figures) + f"  held-out gain {gain:+.3f}")
         kept = kept and mean(s["scores"][columns[1]], s["types"]) > mean(s["scores"][columns[0]], s["types"])
-    verdict = "kept: held-out gain positive on every set" if kept else "not kept: a held-out gain is not positive"
+    kept = kept and acted
+    verdict = (
+        "kept: held-out gain positive on every set it acts on" if kept else "not kept: a held-out gain is not positive"
+    )
     print(f"\n{verdict}")
 
 

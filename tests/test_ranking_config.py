@@ -17,7 +17,7 @@ from search.ranking import config
 from search.ranking.config import RankingConfig
 
 from .conftest import jsonl
-from .test_search import bug
+from .test_search import bug, t
 
 SETTINGS_DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
@@ -121,3 +121,24 @@ def test_without_the_title_boost_an_exact_title_is_no_longer_first(settings):
     assert order() == ["BUG-1", "BUG-2"]  # the exact title, boosted by title_boost / k
     settings.SEARCH_RANKING = {"title_boost": 0}
     assert order() == ["BUG-2", "BUG-1"]  # the words alone prefer Dave's shorter report
+
+
+@pytest.mark.django_db
+def test_recency_is_off_by_default_and_puts_the_newer_of_two_equal_reports_first_when_on(settings):
+    records = [
+        {"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"},
+        bug("BUG-1", "Payment spinner stuck", day=1, updated_at=t(1)),
+        bug("BUG-2", "Payment spinner stuck", day=20, updated_at=t(20)),
+    ]
+    assert import_records(jsonl(*records).splitlines()).written
+
+    def hits():
+        return search(SearchRequest(query="payment spinner", mode="keyword", include_scores=True)).results
+
+    off = hits()
+    assert [hit.key for hit in off] == ["BUG-1", "BUG-2"]  # equal scores: the older id first
+    assert off[0].score == off[1].score and not any("recency" in hit.scores.boosts for hit in off)
+    settings.SEARCH_RANKING = {"recency_weight": 0.02}
+    on = hits()
+    assert [hit.key for hit in on] == ["BUG-2", "BUG-1"]
+    assert 1 < on[1].scores.boosts["recency"] < on[0].scores.boosts["recency"] <= 1.02

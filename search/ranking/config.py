@@ -36,7 +36,7 @@ class RankingConfig(BaseModel):
     semantic_weight: float = Field(1.0, ge=0)  # the semantic arm's weight in the fusion
     weak_coverage: float = Field(0.33, ge=0, le=1)  # below this share of the query, the keyword weight shrinks
     title_boost: float = Field(1.0, ge=0)  # a title equal to the query adds this / k
-    recency_weight: float = Field(0.02, ge=0)  # the score x (1 + this x 0.5 ** (age / half life))
+    recency_weight: float = Field(0.0, ge=0)  # the score x (1 + this x 0.5 ** (age / half life)); 0: off (LOSO)
     recency_half_life: float = Field(365.0, gt=0)  # in days
     # Hybrid's pseudo-relevance feedback (search.ranking.pipeline, search.ranking.semantic).
     feedback_docs: int = Field(1, ge=0)  # the first fusion's best records the second pass moves toward; 0: off
