@@ -64,7 +64,8 @@ def leave_one_out(sets: dict[str, dict], grid: list[str] | None = None) -> dict[
     means = {name: {v: mean(s["scores"][v], s["types"]) for v in variants} for name, s in sets.items()}
     report = {}
     for held_out in sets:
-        others = [name for name in sets if name != held_out] or [held_out]
+        # A set the setting cannot act on is a tie for every variant: it says nothing.
+        others = [name for name in sets if name != held_out and not inert(sets[name], variants)] or [held_out]
         chosen = max(variants, key=lambda v: (fmean(means[name][v] for name in others), -variants.index(v)))
         fitted = max(variants, key=lambda v: (means[held_out][v], -variants.index(v)))
         report[held_out] = {"baseline": variants[0], "held_out": chosen, "fitted": fitted}
