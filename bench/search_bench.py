@@ -324,10 +324,16 @@ def main() -> None:
         f"with a filter ({', '.join(f'{k}={v}' for k, v in FILTER.request().items())}) on all of them",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON (for bench/growth_chart.py)")
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="the database to build or reuse (default: one per size); two versions of the code compared "
+        "each need their own when their schemas differ",
+    )
     args = parser.parse_args()
 
     # A database per size, so the sizes of a growth chart can be kept side by side.
-    name = kept_database(args.records, args.real_vectors)
+    name = args.database or kept_database(args.records, args.real_vectors)
     connection.settings_dict["TEST"]["NAME"] = name
     # Not serialized: Django copies a test database's every row into memory
     # for TransactionTestCase, gigabytes at a million records.
