@@ -54,18 +54,25 @@ def mean(scores: dict[str, float], types: dict[str, str], kind: str | None = Non
     return fmean(chosen) if chosen else float("nan")
 
 
-def leave_one_out(sets: dict[str, dict], grid: list[str] | None = None) -> dict[str, dict]:
+def choices(sets: dict[str, dict], grid: list[str] | None = None) -> list[str]:
+    """The variants to choose among: `grid`, or every variant each set's file has."""
     variants = [v for v in next(iter(sets.values()))["scores"] if all(v in s["scores"] for s in sets.values())]
     if grid:
         missing = [v for v in grid if v not in variants]
         if missing:
             raise SystemExit(f"--grid names {', '.join(missing)}, which not every set's file has")
         variants = grid
+    return variants
+
+
+def leave_one_out(sets: dict[str, dict], grid: list[str] | None = None) -> dict[str, dict]:
+    variants = choices(sets, grid)
     means = {name: {v: mean(s["scores"][v], s["types"]) for v in variants} for name, s in sets.items()}
+    # A set the setting cannot act on is a tie for every variant: it says nothing.
+    idle = {name for name, s in sets.items() if inert(s, variants)}
     report = {}
     for held_out in sets:
-        # A set the setting cannot act on is a tie for every variant: it says nothing.
-        others = [name for name in sets if name != held_out and not inert(sets[name], variants)] or [held_out]
+        others = [name for name in sets if name != held_out and name not in idle] or [held_out]
         chosen = max(variants, key=lambda v: (fmean(means[name][v] for name in others), -variants.index(v)))
         fitted = max(variants, key=lambda v: (means[held_out][v], -variants.index(v)))
         report[held_out] = {"baseline": variants[0], "held_out": chosen, "fitted": fitted}
@@ -87,11 +94,12 @@ def main() -> None:
     args = parser.parse_args()
     sets = load(args.sets, args.mode)
     report = leave_one_out(sets, args.grid)
+    variants = choices(sets, args.grid)
     kept, acted = True, False
     for name, chosen in report.items():
         s = sets[name]
         columns = [chosen["baseline"], chosen["held_out"], chosen["fitted"]]
-        if inert(s, args.grid or list(s["scores"])):
+        if inert(s, variants):
             print(f"\n{name}: every variant ranks every query alike (the setting cannot act here); not counted")
             continue
         acted = True

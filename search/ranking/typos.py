@@ -101,12 +101,11 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
             WHERE {scope.words(f"to_tsquery('simple', quote_literal(%(stem{i})s))")} AND ({scope.where}))"""
         for i in range(len(stems))
     )
-    for setting in ("enable_seqscan", "enable_indexscan"):
-        cursor.execute(f"SET LOCAL {setting} = off")
+    # Both settings in one round trip (a statement without parameters may hold several).
+    cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off")
     cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
     there = dict(zip(stems, cursor.fetchone()[0], strict=True))
-    for setting in ("enable_seqscan", "enable_indexscan"):
-        cursor.execute(f"SET LOCAL {setting} = on")
+    cursor.execute("SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = on")
     for word, word_stems in probed.items():
         if stem := next((stem for stem in word_stems if there[stem]), None):
             corrections[word] = stem
