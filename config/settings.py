@@ -374,6 +374,19 @@ SEARCH_RATE_LIMIT = envstr("SEARCH_RATE_LIMIT", "600/min")
 # network errors), and the longest wait between two, whatever Retry-After asks.
 SYNC_HTTP_ATTEMPTS = envint("SYNC_HTTP_ATTEMPTS", 6)
 SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
+# What bounds an upstream that never ends: seconds one request may take in all
+# (a server sending a byte at a time included), the largest body it may send,
+# and seconds one sync of one source may take, its retries' waits included.
+SYNC_HTTP_DEADLINE = envfloat("SYNC_HTTP_DEADLINE", 120.0)
+SYNC_HTTP_MAX_BYTES = envint("SYNC_HTTP_MAX_BYTES", 64 * 1024 * 1024)
+SYNC_RUN_DEADLINE = envfloat("SYNC_RUN_DEADLINE", 3600.0)
+# A deletion sweep that would delete more than SYNC_SWEEP_MIN_RECORDS records and
+# more than this share of a source's records stops and reports instead
+# (`sync --allow-mass-delete` lets it through): a listing cut short is not a deletion.
+SYNC_SWEEP_MAX_SHARE = envfloat("SYNC_SWEEP_MAX_SHARE", 0.2)
+SYNC_SWEEP_MIN_RECORDS = envint("SYNC_SWEEP_MIN_RECORDS", 20)
+# Parallel syncs under `sync --watch` (serve): one stuck source never delays the others.
+SYNC_WORKERS = envint("SYNC_WORKERS", 4)
 # Shared by every worker and app server (readyz's coverage figure,
 # search/indexing/health.py): a table of the database, made by `migrate`
 # (config/migrations). The rate limit counts in a table of its own.

@@ -67,6 +67,10 @@ class ProductInfo:
     name: str
     description: str = ""
 
+    def __post_init__(self):  # upstream words: any JSON may come where a name belongs
+        self.name = " ".join(str(self.name or "").split())[:500] or self.key
+        self.description = self.description if isinstance(self.description, str) else ""
+
 
 class SyncError(Exception):
     """A sync that could not run or finish; the message says why and what to do."""
@@ -103,6 +107,17 @@ class Connector:
         """Of the upstream ids the listing no longer holds, those really gone, with
         why; a source that can ask for one item checks (GitHub), others trust the listing."""
         return {upstream: "not listed" for upstream in ids}
+
+    def label(self, item) -> str:
+        """How a report names an upstream item that could not be read: its key,
+        number or id as upstream gave it (TestIO's items wrap the test or bug)."""
+        inner = item.get(item.get("type")) if isinstance(item, dict) and isinstance(item.get("type"), str) else None
+        for value in (item, inner):
+            if isinstance(value, dict):
+                for name in ("key", "number", "id"):
+                    if isinstance(value.get(name), (str, int)) and not isinstance(value.get(name), bool):
+                        return f"{self.kind} item {name} {str(value[name])[:70]!r}"
+        return f"a {self.kind} item with no id"
 
     def mapping(self, name: str, default):
         """A mapping table: the default, with the source's overrides (Source.mapping[name]) on top."""

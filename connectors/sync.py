@@ -16,8 +16,17 @@ The invariants, in the order they matter:
   indexed exactly like an imported one.
 - A sync never widens who sees what: a product it creates belongs to the
   teams set on the source, and a product that existed before keeps its teams.
+- A source writes only what it owns: records it created (its SyncedRecord
+  rows) or keys nothing holds yet, in its own product. A key held by
+  anything else is refused for that item and reported; the page goes on.
+  A product it did not create it feeds only when the operator named it
+  (`--product`), and then never renames or edits it.
 - Deletions come only from a complete listing of upstream ids (`all_ids`),
-  and never from an empty one while records are held.
+  never from an empty one while records are held, and never more than
+  SYNC_SWEEP_MAX_SHARE of the source's records unless the operator says so.
+- Upstream is untrusted input: an item that cannot be read is skipped and
+  reported by key; a response that cannot be read ends the run with one line;
+  every run is stored with its cause, and every run ends (SYNC_RUN_DEADLINE).
 """
 
 import logging
@@ -29,15 +38,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 from backlog.interchange import dumps
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import DATABASE_REFUSED, export_selected, import_records, no_progress
 
-from .base import OVERLAP, Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
-from .http import UpstreamError
+from .base import OVERLAP, Connector, FeatureRef, Mapped, ProductInfo, SyncError, product_key, slug
+from .http import UpstreamError, without_credentials
 from .models import RunStatus, Source, SyncedRecord, SyncRun
 from .sources import connector_class
 
@@ -45,10 +55,18 @@ logger = logging.getLogger(__name__)
 
 ERRORS_KEPT = 20
 ITEM_MODELS = {"bug": Bug, "test": QATest}
+RECORD_MODELS = {"product": Product, "feature": Feature, "test": QATest, "bug": Bug}
+KEY_MAX = Bug._meta.get_field("key").max_length
+UPSTREAM_ID_MAX = SyncedRecord._meta.get_field("upstream_id").max_length
 
 
 def credentials(source: Source) -> tuple[str | None, str]:
     """The user (or e-mail) and token the source names, read from the environment now."""
+    if source.url != without_credentials(source.url):
+        raise SyncError(
+            f"the URL of {without_credentials(source.url)} holds a user or password: take them out of it and "
+            f"put them in {source.user_env or 'the user variable'} and {source.token_env or 'the token variable'}"
+        )
     token = os.environ.get(source.token_env, "") if source.token_env else ""
     user = os.environ.get(source.user_env, "") if source.user_env else None
     cls = connector_class(source.kind)
@@ -91,15 +109,18 @@ def run(
     product: ProductInfo | None = None,
     sweep: bool | None = None,
     full: bool = False,
+    allow_mass_delete: bool = False,
     progress: Progress = no_progress,
 ) -> SyncRun:
     """Sync `source` (saved) once; its SyncRun, finished. Raises SyncError when
-    the sync failed (the run is stored as failed, with what was written kept).
+    the sync failed (the run is stored as failed, with its cause, and what
+    was written is kept).
 
     `connector` and `product`: from a `check()` already made (the command
     checks before it saves a new source). `sweep`: look for deletions (None:
     when the source's sweep interval has passed). `full`: read everything,
-    not only what changed since the checkpoint.
+    not only what changed since the checkpoint. `allow_mass_delete`: let a
+    sweep delete more than SYNC_SWEEP_MAX_SHARE of the source's records.
     """
     with _exclusive(source):
         started = time.monotonic()
@@ -107,37 +128,90 @@ def run(
         tally = _Tally()
         try:
             connector = connector or connect(source)
+            connector.client.deadline = started + settings.SYNC_RUN_DEADLINE
             product = product or connector.check()
+            ours = claim_product(source, product)
             if not source.product_key:  # kept: a renamed project still feeds the same product
                 source.product_key = product.key
                 source.save(update_fields=["product_key"])
-            writer = _Writer(source, product, tally)
+            writer = _Writer(source, product, tally, ours)
             since = None if full or source.checkpoint is None else source.checkpoint - OVERLAP
             bar = progress("issues" if source.kind in ("jira", "github") else "items", None)
             for page in connector.changed(since):
                 tally.fetched += len(page.items)
-                mapped = [m for m in map(connector.map, page.items) if m is not None]
-                writer.write(mapped, page.checkpoint)
+                writer.write(_mapped(connector, page.items, tally), page.checkpoint)
                 bar.update(len(page.items))
                 _save_progress(sync_run, tally, connector)
             bar.close()
             writer.link_pending()
             if sweep or (sweep is None and _sweep_due(source)):
                 sync_run.swept = True
-                _sweep(source, connector, product, tally)
+                _sweep(source, connector, product, tally, allow_mass_delete)
         except (UpstreamError, SyncError) as exc:
-            message = str(exc)
-            if tally.fetched:
-                message += "; the pages written before are kept, and the next sync resumes after them"
-            tally.error(message)
-            _finish(sync_run, tally, connector, RunStatus.FAILED, started)
-            raise SyncError(message) from None
+            _fail(sync_run, tally, connector, started, str(exc))
+        except DatabaseError:
+            raise  # the database itself: the caller (a watch round) waits for it to come back
+        except Exception as exc:  # an answer no check foresaw: said in one line, never a traceback
+            logger.exception("sync of %s failed", source)
+            _fail(sync_run, tally, connector, started, f"upstream sent what could not be read ({_what(exc)})")
         except BaseException:
             tally.error("the sync was interrupted; the next one resumes from the last page written")
             _finish(sync_run, tally, connector, RunStatus.FAILED, started)
             raise
         _finish(sync_run, tally, connector, RunStatus.OK, started)
         return sync_run
+
+
+def _fail(sync_run, tally, connector, started, message: str):
+    if tally.fetched:
+        message += "; the pages written before are kept, and the next sync resumes after them"
+    tally.error(message)
+    _finish(sync_run, tally, connector, RunStatus.FAILED, started)
+    raise SyncError(message) from None
+
+
+def _what(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:160]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: What mapping an item that is not what its vendor documents can raise.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def _mapped(connector: Connector, items: list, tally: "_Tally") -> list[Mapped]:
+    """The page's items mapped; one that cannot be read is skipped and reported by key."""
+    mapped = []
+    for item in items:
+        try:
+            m = connector.map(item)
+        except UNREADABLE as exc:
+            tally.skipped += 1
+            why = exc if isinstance(exc, ValueError) else _what(exc)  # ValueErrors here are in words already
+            tally.error(f"{connector.label(item)} was skipped: {why}")
+            continue
+        if m is not None:
+            mapped.append(m)
+    return mapped
+
+
+def claim_product(source: Source, product: ProductInfo) -> bool:
+    """Whether `source` owns its product (made it, or makes it now); False for
+    a product it feeds only because the operator named it (`--product`, or
+    the source's product key in the admin). SyncError for a product it
+    neither made nor was given: a source never adopts a product by a key it
+    derived from the upstream's name."""
+    if source.pk is not None and SyncedRecord.objects.filter(source=source, kind="product").exists():
+        return True
+    existing = Product.objects.filter(key__iexact=product.key).values_list("key", flat=True).first()
+    if existing is None:
+        return True
+    if source.product_key and product_key(source.product_key) == product.key:
+        return False
+    raise SyncError(
+        f"product {existing} exists and was not made by this source; to feed it, name it with --product "
+        f"{existing} (its name, description and teams stay as they are), or give the source another product key"
+    )
 
 
 class _exclusive:
@@ -193,16 +267,15 @@ def _sweep_due(source: Source) -> bool:
 class _Writer:
     """Writes pages of mapped items for one source and product."""
 
-    def __init__(self, source: Source, product: ProductInfo, tally: _Tally):
+    def __init__(self, source: Source, product: ProductInfo, tally: _Tally, product_is_ours: bool = True):
         self.source = source
         self.product = product
         self.tally = tally
+        self.started = timezone.now()
         self.features = dict(
             SyncedRecord.objects.filter(source=source, kind="feature").values_list("upstream_id", "key")
         )
-        self.product_is_ours = not Product.objects.filter(key__iexact=product.key).exists() or (
-            SyncedRecord.objects.filter(source=source, kind="product").exists()
-        )
+        self.product_is_ours = product_is_ours
         self.teams_set = False  # the product's teams are set once a sync, with its first page
 
     def feature_key(self, ref: FeatureRef, taken: set[str]) -> str:
@@ -212,18 +285,18 @@ class _Writer:
             return self.features[ref.upstream_id]
         base = f"{self.product.key}.{slug(ref.name) or 'feature'}"[:64]
         key = base
-        if key.upper() in taken or Feature.objects.filter(key__iexact=key).exists():
+        if key.upper() in taken or _holders([key]):
             key = f"{base[:40]}-{slug(ref.upstream_id, 20)}"
         self.features[ref.upstream_id] = key
         taken.add(key.upper())
         return key
 
     def write(self, mapped: list[Mapped], checkpoint) -> None:
-        items = [extra for m in mapped for extra in m.extra] + mapped
-        if not items:
-            self._advance(checkpoint)
-            return
         with transaction.atomic():
+            items = self._owned([extra for m in mapped for extra in m.extra] + mapped)
+            if not items:
+                self._advance(checkpoint)
+                return
             taken = {key.upper() for key in self.features.values()}
             features: dict[str, dict] = {}
             for m in items:
@@ -238,7 +311,8 @@ class _Writer:
                         "description": m.feature.description,
                     }
             links = self._links(items)
-            records = [self._product_record(), *features.values(), *(m.record for m in items)]
+            product = [self._product_record()] if self.product_is_ours else []
+            records = [*product, *features.values(), *(m.record for m in items)]
             for m in items:
                 if m.record["key"] in links:
                     m.record["duplicate_of"] = links[m.record["key"]]
@@ -248,7 +322,46 @@ class _Writer:
             self._own_product()
             self._advance(checkpoint)
 
+    def _owned(self, items: list[Mapped]) -> list[Mapped]:
+        """The items this source may write: keys within the database's limits,
+        in this product, and either held by nothing or by a record this source
+        wrote. The others are skipped and reported, the page goes on."""
+        problems: dict[int, str] = {}
+        for index, m in enumerate(items):
+            key, upstream = m.record.get("key"), m.upstream_id
+            if not isinstance(key, str) or not 0 < len(key) <= KEY_MAX:
+                problems[index] = f"its key is longer than {KEY_MAX} characters"
+            elif not isinstance(upstream, str) or not 0 < len(upstream) <= UPSTREAM_ID_MAX:
+                problems[index] = f"its upstream id is longer than {UPSTREAM_ID_MAX} characters"
+            elif m.record.get("product") != self.product.key:
+                problems[index] = f"it names product {str(m.record.get('product'))[:64]}, not {self.product.key}"
+        keys = [m.record["key"] for index, m in enumerate(items) if index not in problems]
+        held = _holders(keys)
+        product_id = Product.objects.filter(key__iexact=self.product.key).values_list("id", flat=True).first()
+        mine = {
+            (kind, key.upper())
+            for kind, key in SyncedRecord.objects.filter(source=self.source, kind__in=ITEM_MODELS)
+            .annotate(folded=Upper("key"))
+            .filter(folded__in=list(held))
+            .values_list("kind", "key")
+        }
+        for index, m in enumerate(items):
+            folded = m.record["key"].upper() if index not in problems else None
+            if folded in held:
+                kind, in_product = held[folded]
+                if (kind, folded) not in mine or kind != m.kind or in_product != product_id:
+                    problems[index] = "the key is taken by a record this source did not write"
+        for index, why in problems.items():
+            self.tally.skipped += 1
+            self.tally.error(f"{str(items[index].record.get('key'))[:KEY_MAX]} was not written: {why}")
+            self.source.pending_links.pop(items[index].record.get("key"), None)
+        return [m for index, m in enumerate(items) if index not in problems]
+
     def _advance(self, checkpoint) -> None:
+        # A time later than this sync's start is upstream's clock or a lie (year 9999):
+        # kept as the checkpoint, it would hide every later change from every later sync.
+        if checkpoint is not None:
+            checkpoint = min(checkpoint, self.started)
         if checkpoint is not None and (self.source.checkpoint is None or checkpoint > self.source.checkpoint):
             self.source.checkpoint = checkpoint
         self.source.save(update_fields=["checkpoint", "pending_links"])
@@ -358,7 +471,14 @@ class _Writer:
                 product__key__iexact=self.product.key, key__in=[*pending, *pending.values()]
             ).values_list("key", "id")
         )
-        ready = {key: target for key, target in pending.items() if key in stored and target in stored}
+        mine = set(
+            SyncedRecord.objects.filter(source=self.source, kind="bug", key__in=list(pending)).values_list(
+                "key", flat=True
+            )
+        )
+        ready = {
+            key: target for key, target in pending.items() if key in mine and key in stored and target in stored
+        }
         if not ready:
             return
         with transaction.atomic():
@@ -373,13 +493,29 @@ class _Writer:
             self.source.save(update_fields=["pending_links"])
 
 
+def _holders(keys: list[str]) -> dict[str, tuple[str, int]]:
+    """The kind and product id of the record holding each of `keys` (in upper case), in any product."""
+    folded = list({key.upper() for key in keys})
+    held = {}
+    for kind, model in RECORD_MODELS.items():
+        product = "id" if kind == "product" else "product_id"
+        rows = model.objects.annotate(folded=Upper("key")).filter(folded__in=folded).values_list("key", product)
+        for key, product_id in rows:
+            held[key.upper()] = (kind, product_id)
+    return held
+
+
 def _problem_of(report, key: str) -> str:
     return next((p.message for p in report.problems if p.key and p.key.upper() == key.upper()), "refused")
 
 
-def _sweep(source: Source, connector: Connector, product: ProductInfo, tally: _Tally) -> None:
+def _sweep(
+    source: Source, connector: Connector, product: ProductInfo, tally: _Tally, allow_mass_delete: bool = False
+) -> None:
     """Delete the records whose upstream item is gone (deleted, moved out of the
-    project, transferred, or no longer matched by the source's query)."""
+    project, transferred, or no longer matched by the source's query): only
+    records this source wrote, and, unless allowed, never more than
+    SYNC_SWEEP_MAX_SHARE of them at once (a listing cut short looks like that)."""
     listed = connector.all_ids()
     held = Counter()
     gone: list[tuple[str, str, str]] = []
@@ -397,6 +533,14 @@ def _sweep(source: Source, connector: Connector, product: ProductInfo, tally: _T
     if gone:
         confirmed = connector.confirm_gone({upstream for _, upstream, _ in gone})
         gone = [(kind, upstream, key) for kind, upstream, key in gone if upstream in confirmed]
+    total = sum(held.values())
+    share = settings.SYNC_SWEEP_MAX_SHARE
+    if not allow_mass_delete and len(gone) > settings.SYNC_SWEEP_MIN_RECORDS and len(gone) > share * total:
+        raise SyncError(
+            f"the deletion sweep would delete {len(gone)} of the {total} records this source holds, more than "
+            f"{share:.0%} (SYNC_SWEEP_MAX_SHARE); nothing was deleted. If they are gone upstream, sync again "
+            f"with --allow-mass-delete: manage.py sync {source.name!r} --sweep --allow-mass-delete"
+        )
     with transaction.atomic():
         tally.deleted += _delete_records(product.key, [(kind, key) for kind, _, key in gone])
         for kind in ITEM_MODELS:

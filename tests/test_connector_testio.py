@@ -26,7 +26,9 @@ from tests.upstream.testio import PUSH, QR, FakeTestIO
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
 TESTS, BUGS, FEATURES = 52, 127, 5
-PAGES = [f"/products/4711/exploratory_tests?page={n}&per_page=25" for n in (1, 2, 3)]
+# Three pages of tests, and the empty fourth that ends the listing: it has no count,
+# and a page shorter than asked is not its end (a server may serve fewer).
+PAGES = [f"/products/4711/exploratory_tests?page={n}&per_page=25" for n in (1, 2, 3, 4)]
 ALL_BUGS = "/bugs?filter_product_ids=4711&page=1&per_page=500"
 
 
@@ -78,7 +80,7 @@ def test_a_first_sync_brings_every_test_and_bug_with_its_feature_and_devices(tes
     assert f"created {FEATURES + TESTS + BUGS}, updated 0, deleted 0" in out
     assert Product.objects.get(key="ORBIT-PAY").name == "Orbit Pay"
     assert (QATest.objects.count(), Bug.objects.count(), Feature.objects.count()) == (TESTS, BUGS, FEATURES)
-    # Every test newest first (three pages), the bugs of 25 tests a request, oldest tests first; then the sweep.
+    # Every test newest first (four pages), the bugs of 25 tests a request, oldest tests first; then the sweep.
     oldest_first = list(reversed(testio.tests_of(4711)))
     assert asked(testio) == [
         "/products/4711",
@@ -192,7 +194,7 @@ def test_the_second_sync_reads_the_newest_page_and_follows_an_edit_a_deletion_an
     ]
     assert week3 in testio.tests_of(4711)[:25]
     run = SyncRun.objects.order_by("-started_at").first()
-    assert run.fetched == 25 + 3 + 4 + 1 + 2 and run.requests == 7  # the page's tests, the bugs of four
+    assert run.fetched == 25 + 3 + 4 + 1 + 2 and run.requests == 8  # the page's tests, the bugs of four
     assert Bug.objects.get(key=f"ORBIT-PAY-{accepted['id']}").status == "accepted"
     assert not Bug.objects.filter(key=f"ORBIT-PAY-{deleted['id']}").exists()
     assert not SyncedRecord.objects.filter(kind="bug", upstream_id=str(deleted["id"])).exists()
@@ -257,7 +259,7 @@ def test_a_late_edit_to_a_settled_tests_bug_waits_for_a_full_sync(testio):
 
     assert "created 0, updated 1, deleted 0" in out
     assert Bug.objects.get(key=key).status == "duplicate"
-    assert asked(testio, sent)[:4] == ["/products/4711", *PAGES]
+    assert asked(testio, sent)[:5] == ["/products/4711", *PAGES]
 
 
 def test_bad_credentials_and_an_unknown_product_write_nothing(testio, monkeypatch):
@@ -300,7 +302,7 @@ def test_429_is_retried_after_the_wait_the_api_asks_for(testio):
 
 
 def test_a_server_that_dies_mid_sync_loses_nothing_and_the_next_sync_completes(testio):
-    testio.die_after(6)  # the product, three pages of tests, the bugs of the 50 oldest tests
+    testio.die_after(7)  # the product, four pages of tests, the bugs of the 50 oldest tests
 
     with pytest.raises(CommandError, match="could not be reached.*connection refused"):
         sync(testio)

@@ -59,8 +59,50 @@ def clip(text: str | None) -> str:
 
 def utc(value: str | None) -> datetime | None:
     """An upstream ISO 8601 time with its offset (Jira's 2021-12-16T05:44:40.825-0500,
-    GitHub's ...Z, TestIO's +02:00) as the same instant in UTC."""
-    return datetime.fromisoformat(value).astimezone(UTC) if value else None
+    GitHub's ...Z, TestIO's +02:00) as the same instant in UTC. ValueError, in
+    words, for what is no such time (`yesterday-ish`, a number, an instant
+    before year 1 or after 9999 in UTC): the item is skipped and reported."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"the time {str(value)[:40]!r} is not an ISO 8601 string")
+    try:
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            raise ValueError("no offset")
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        why = "is out of range in UTC" if isinstance(exc, OverflowError) else "is not an ISO 8601 time with an offset"
+        raise ValueError(f"the time {value[:40]!r} {why}") from None
+
+
+def utc_or_none(value) -> datetime | None:
+    """`utc`, or None for what is not a time: for ordering a listing, where an
+    unreadable time only stops the checkpoint from moving (the item itself is
+    skipped and reported when it is mapped)."""
+    try:
+        return utc(value)
+    except ValueError:
+        return None
+
+
+class Asked:
+    """The page tokens or URLs one listing has asked for: a listing that hands
+    back one it already gave (`nextPageToken: SAME`, a next link to itself)
+    would never end, and is stopped with a clear error."""
+
+    def __init__(self, vendor: str):
+        self.vendor = vendor
+        self.seen: set[str] = set()
+
+    def once(self, position) -> None:
+        mark = str(position)
+        if mark in self.seen:
+            raise UpstreamError(
+                f"{self.vendor} sent a page it had sent before ({mark[:120]}) as the next one: the listing "
+                "would never end, so it was stopped; nothing past the pages written is lost"
+            )
+        self.seen.add(mark)
 
 
 def iso(value: datetime | None) -> str | None:

@@ -85,11 +85,12 @@ class GitHub(Connector):
         return ProductInfo(key, repo.get("full_name") or self.repo, repo.get("description") or "")
 
     def _follow(self, path: str) -> dict:
-        """GET `path`, following one 301 (a renamed repository)."""
+        """GET `path`, following one 301 (a renamed repository) on the same API
+        host, as GitHub documents it; elsewhere the client refuses to go."""
         response = self.client.get(path)
         if response.status_code in (301, 302, 307) and response.headers.get("Location"):
             response = self.client.get(response.headers["Location"])
-        return response.json()
+        return self.client.json(response)
 
     def _params(self, params: dict) -> dict:
         labels = ",".join(label.strip() for label in self.source.query.split(",") if label.strip())
@@ -106,40 +107,43 @@ class GitHub(Connector):
         out of order, is followed by its `next` link instead."""
         cursor = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if since is not None else None
         order = common.Ascending()
-        seen: set[tuple[int, str]] = set()  # (number, updated_at) read at the cursor's second
+        seen: set[tuple[object, object]] = set()  # (number, updated_at) read at the cursor's second
+        asked = common.Asked("GitHub")
         url = None
         while True:
             if url is None:
                 params = {"sort": "updated", "direction": "asc", **({"since": cursor} if cursor else {})}
+                asked.once(f"since={cursor}")
                 response = self.client.get(f"repos/{self.repo}/issues", self._params(params))
             else:
+                asked.once(url)
                 response = self.client.get(url)
-            issues = response.json()
-            fresh = [issue for issue in issues if (issue.get("number"), issue.get("updated_at")) not in seen]
-            yield Page(fresh, order.checkpoint([common.utc(issue.get("updated_at")) for issue in fresh]))
+            issues = self.client.json(response, list)
+            fresh = [issue for issue in issues if (_get(issue, "number"), _get(issue, "updated_at")) not in seen]
+            yield Page(fresh, order.checkpoint([common.utc_or_none(_get(issue, "updated_at")) for issue in fresh]))
             url = next_link(response)
             if not url:
                 break
-            last = issues[-1].get("updated_at") if issues else None
-            if order.ordered and last and last != cursor:
+            last = _get(issues[-1], "updated_at") if issues else None
+            if order.ordered and isinstance(last, str) and last != cursor:
                 cursor, url, seen = last, None, set()
-            seen |= {(issue.get("number"), last) for issue in issues if last and issue.get("updated_at") == last}
+            seen |= {(_get(issue, "number"), last) for issue in issues if last and _get(issue, "updated_at") == last}
         if (last := order.at_end()) is not None:
             yield Page([], last)
 
     def all_ids(self) -> set[tuple[str, str]]:
         return {
-            ("bug", str(issue["number"]))
+            ("bug", str(_number(issue.get("number"))))
             for page in self._issues({"sort": "created", "direction": "asc"})
             for issue in page
-            if "pull_request" not in issue
+            if isinstance(issue, dict) and "pull_request" not in issue and _number(issue.get("number")) is not None
         }
 
     def confirm_gone(self, numbers: set[str]) -> dict[str, str]:
         """Why each issue the listing no longer holds is gone (deleted,
         transferred, hidden); one still there is left out (kept)."""
         gone = {}
-        for number in sorted(numbers, key=int):
+        for number in sorted(numbers, key=lambda n: (len(n), n)):
             try:
                 response = self.client.get(f"repos/{self.repo}/issues/{number}")
             except UpstreamError as exc:
@@ -149,14 +153,16 @@ class GitHub(Connector):
                 raise
             if response.status_code in (301, 302, 307):
                 gone[number] = "transferred"
-            elif "pull_request" in response.json():
+            elif "pull_request" in self.client.json(response):
                 gone[number] = "a pull request"
         return gone
 
     def map(self, issue: dict) -> Mapped | None:
         if "pull_request" in issue:
             return None
-        number = issue["number"]
+        number = _number(issue.get("number"))
+        if number is None:
+            raise ValueError(f"its number {str(issue.get('number'))[:40]!r} is not a number")
         product = product_key(self.source.product_key or self.repo.split("/")[-1])
         key = f"{product}-{number}"
         labels = [label["name"] if isinstance(label, dict) else str(label) for label in issue.get("labels") or []]
@@ -214,7 +220,7 @@ class GitHub(Connector):
         try:
             for comments in self._pages(f"repos/{self.repo}/issues/{issue['number']}/comments"):
                 for comment in comments:
-                    for match in DUPLICATE_OF.finditer(comment.get("body") or ""):
+                    for match in DUPLICATE_OF.finditer(str(_get(comment, "body") or "")):
                         found = match.group(1)
         except UpstreamError as exc:
             if exc.status in (404, 410):  # deleted or hidden since it was listed
@@ -225,11 +231,13 @@ class GitHub(Connector):
     def _pages(self, path: str, params: dict | None = None) -> Iterator[list[dict]]:
         """The pages of a listing, by its Link header."""
         response = self.client.get(path, {"per_page": PAGE_SIZE, **(params or {})})
+        asked = common.Asked("GitHub")
         while True:
-            yield response.json()
+            yield self.client.json(response, list)
             url = next_link(response)
             if not url:
                 return
+            asked.once(url)
             response = self.client.get(url)
 
     def _raw(self, issue: dict, labels: list[str]) -> dict:
@@ -240,6 +248,22 @@ class GitHub(Connector):
         raw["assignees"] = [a.get("login") for a in issue.get("assignees") or [] if isinstance(a, dict)]
         raw.pop("assignee", None)
         return raw
+
+
+def _get(item, name: str):
+    """A field of an upstream item that may not be an object at all."""
+    return item.get(name) if isinstance(item, dict) else None
+
+
+def _number(value) -> int | None:
+    """An issue number: a positive integer, as GitHub sends it (or its digits)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
 
 
 def _text(body: str | None) -> str:

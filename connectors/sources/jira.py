@@ -23,6 +23,9 @@ from ..text import adf_to_text, wiki_to_text
 from . import common
 
 PAGE_SIZE = 100
+#: A Jira issue key as Jira makes them: the project key (a letter, then letters,
+#: digits or underscores), a dash and the number; within our keys' 64 characters.
+ISSUE_KEY = re.compile(r"(?=.{3,64}$)[A-Za-z][A-Za-z0-9_]*-[1-9][0-9]{0,17}")
 IDS_PAGE_SIZE = 5000  # ids only: Cloud serves up to 5,000 a page
 FIELDS = [
     "summary",
@@ -105,12 +108,13 @@ class Jira(Connector):
 
     def search(self, jql: str, fields: list[str], page_size: int) -> Iterator[list[dict]]:
         """Pages of issues matching `jql`, by the paging of the API in use."""
-        position = None
+        position, asked = None, common.Asked("Jira")
         while True:
             issues, position = self.page(jql, fields, page_size, position)
             yield issues
             if position is None:
                 return
+            asked.once(position)
 
     def page(self, jql: str, fields: list[str], size: int, position) -> tuple[list[dict], object]:
         """One page of a search from `position` (None: the first), and the next
@@ -119,12 +123,17 @@ class Jira(Connector):
         if self.api == "3":
             body = self._search_jql({**params, **({"nextPageToken": position} if position else {})})
             token = body.get("nextPageToken")
-            return body.get("issues") or [], None if body.get("isLast") or not token else token
+            if token is not None and not isinstance(token, str):
+                raise UpstreamError(f"Jira sent a nextPageToken that is not a string: {str(token)[:60]}")
+            return _issues(body), None if body.get("isLast") is True or not token else token
         start = position or 0
         body = self.client.get_json("rest/api/2/search", {**params, "startAt": start})
-        issues = body.get("issues") or []
+        issues = _issues(body)
         start += len(issues)
-        return issues, None if not issues or start >= body.get("total", 0) else start
+        total = body.get("total")
+        if not isinstance(total, int) or isinstance(total, bool):
+            raise UpstreamError(f"Jira's search sent no total (total: {str(total)[:40]}): its pages cannot be counted")
+        return issues, None if not issues or start >= total else start
 
     def _search_jql(self, params: dict) -> dict:
         """One page of /search/jql: a GET, or a POST with the same fields where
@@ -137,7 +146,7 @@ class Jira(Connector):
                     raise
                 self.post = True
         body = {**params, "fields": params["fields"].split(",")}
-        return self.client.request("POST", "rest/api/3/search/jql", json=body).json()
+        return self.client.json(self.client.request("POST", "rest/api/3/search/jql", json=body))
 
     def check(self) -> ProductInfo:
         key = product_key(self.source.product_key or self.project)
@@ -151,7 +160,7 @@ class Jira(Connector):
             name, description = project.get("name") or name, project.get("description") or ""
         except UpstreamError:
             if first:
-                name = (first[0].get("fields") or {}).get("project", {}).get("name") or name
+                name = _name(_fields(first[0]).get("project")) or name
         return ProductInfo(key, name, description if isinstance(description, str) else "")
 
     def _credentials_hint(self) -> str:
@@ -169,21 +178,23 @@ class Jira(Connector):
         order = common.Ascending()
         cursor, position = since, None
         jql = self.jql(cursor)
+        asked = common.Asked("Jira")
         seen: set[tuple[str, str]] = set()  # (id, updated) of the page before
         while True:
             issues, position = self.page(jql, FIELDS, PAGE_SIZE, position)
-            fresh = [i for i in issues if (str(i["id"]), i["fields"].get("updated")) not in seen]
-            yield Page(fresh, order.checkpoint([common.utc(issue["fields"].get("updated")) for issue in fresh]))
+            fresh = [i for i in issues if _mark(i) not in seen]
+            yield Page(fresh, order.checkpoint([_updated(issue) for issue in fresh]))
             if position is None:
                 break
-            times = [common.utc(issue["fields"].get("updated")) for issue in issues]
+            times = [_updated(issue) for issue in issues]
             last = times[-1] if times else None
-            read = {(str(i["id"]), i["fields"].get("updated")) for i in issues}
+            read = {_mark(i) for i in issues}
             # Asked from `last`, a page of which only the issues at `last` were read moves on.
             if order.ordered and fresh and last is not None and any(t is not None and t < last for t in times):
                 cursor, position, seen = last, None, read
                 jql = self.jql(cursor)
             else:
+                asked.once((jql, position))
                 seen |= read
         if (last := order.at_end()) is not None:
             yield Page([], last)
@@ -193,11 +204,16 @@ class Jira(Connector):
             ("bug", str(issue["id"]))
             for page in self.search(self.jql(ordered=False), ["id"], IDS_PAGE_SIZE)
             for issue in page
+            if isinstance(issue, dict) and issue.get("id") is not None
         }
 
     def map(self, issue: dict) -> Mapped:
-        fields = issue.get("fields") or {}
-        key = issue["key"]
+        fields = _fields(issue)
+        key = issue.get("key")
+        if not isinstance(key, str) or not ISSUE_KEY.fullmatch(key):
+            raise ValueError(f"its key {str(key)[:70]!r} is not a Jira issue key (PROJECT-123)")
+        if not isinstance(issue.get("id"), (str, int)) or not str(issue["id"]).isdigit():
+            raise ValueError(f"its id {str(issue.get('id'))[:40]!r} is not a Jira issue id")
         text = adf_to_text if self.api == "3" else wiki_to_text
         description = text(fields.get("description"))
         severity_field = self.mapping("severity_field", "priority")
@@ -272,6 +288,27 @@ class Jira(Connector):
             if fields.get(field) is not None:
                 raw[name] = text(fields[field]) if isinstance(fields[field], dict) else fields[field]
         return raw
+
+
+def _issues(body: dict) -> list:
+    issues = body.get("issues") or []
+    if not isinstance(issues, list):
+        raise UpstreamError(f"Jira's search sent issues as {type(issues).__name__}, not a list")
+    return issues
+
+
+def _fields(issue) -> dict:
+    fields = issue.get("fields") if isinstance(issue, dict) else None
+    return fields if isinstance(fields, dict) else {}
+
+
+def _mark(issue) -> tuple[str, str]:
+    """What tells a read issue: its id and its `updated`."""
+    return str(issue.get("id") if isinstance(issue, dict) else issue)[:100], str(_fields(issue).get("updated"))
+
+
+def _updated(issue) -> datetime | None:
+    return common.utc_or_none(_fields(issue).get("updated"))
 
 
 def _name(value) -> str | None:

@@ -113,6 +113,8 @@ class TestIO(Connector):
     def check(self) -> ProductInfo:
         try:
             product = self.client.get_json(f"products/{self.product_id}").get("product") or {}
+            if not isinstance(product, dict):
+                raise UpstreamError(f"TestIO's products/{self.product_id} sent no product object")
         except UpstreamError as exc:
             if exc.status == 404:
                 raise SyncError(
@@ -125,14 +127,17 @@ class TestIO(Connector):
         return ProductInfo(self._key, name, product.get("description") or "")
 
     def test_pages(self) -> Iterator[list[dict]]:
-        """Pages of the product's exploratory tests, newest first, to the end."""
+        """Pages of the product's exploratory tests, newest first, to the end:
+        an empty page. The listing has no count, and a page shorter than asked
+        is not its end (a server may serve fewer than `per_page`): a deletion
+        sweep trusts this listing."""
         seen: set[str] = set()
         page = 1
         while True:
             body = self.client.get_json(
                 f"products/{self.product_id}/exploratory_tests", {"page": page, "per_page": PAGE_SIZE}
             )
-            tests = body.get("exploratory_tests") or []
+            tests = _listed(body, "exploratory_tests")
             ids = {str(test["id"]) for test in tests}
             if len(tests) > PAGE_SIZE or (tests and ids <= seen):
                 raise SyncError(
@@ -141,10 +146,9 @@ class TestIO(Connector):
                     "listed: check the --url (a staging host does not page)"
                 )
             seen |= ids
-            if tests:
-                yield tests
-            if len(tests) < PAGE_SIZE:
+            if not tests:
                 return
+            yield tests
             page += 1
 
     def bug_pages(self, **filters) -> Iterator[list[dict]]:
@@ -153,20 +157,23 @@ class TestIO(Connector):
         page = 1
         while True:
             body = self.client.get_json("bugs", {**filters, "page": page, "per_page": BUGS_PAGE_SIZE})
-            bugs = body.get("bugs") or []
+            bugs = _listed(body, "bugs")
             ids = {str(bug["id"]) for bug in bugs}
             fresh = ids - seen
             seen |= ids
             if fresh:
                 yield [bug for bug in bugs if str(bug["id"]) in fresh]
-            total = (body.get("meta") or {}).get("record_count")
+            meta = body.get("meta")
+            total = meta.get("record_count") if isinstance(meta, dict) else None
+            if not bugs:
+                return  # an empty page: the end, as the API says it
             if not fresh:
-                return  # an empty page, or one sent before (a server that does not page)
-            if total is not None:
-                if len(seen) >= int(total):
-                    return  # all counted (a server paging below per_page still is read to the end)
-            elif len(bugs) != BUGS_PAGE_SIZE:
-                return  # a short page, or every bug at once (the API before it paged bugs)
+                raise SyncError(
+                    f"TestIO sent page {page} of its bugs with only bugs of the pages before: the listing "
+                    "cannot be read to its end (check the --url: a staging host does not page)"
+                )
+            if isinstance(total, int) and not isinstance(total, bool) and len(seen) >= total:
+                return  # all counted; a page shorter than asked alone is never taken for the end
             page += 1
 
     def changed(self, since: datetime | None) -> Iterator[Page]:
@@ -279,6 +286,14 @@ class TestIO(Connector):
         if status == "rejected" and bug.get("known") and "known" in table:
             return table["known"]
         return table.get(status, "open")
+
+
+def _listed(body: dict, name: str) -> list[dict]:
+    """The items of a listing page, each an object with an id, or UpstreamError."""
+    items = body.get(name) or []
+    if not isinstance(items, list) or not all(isinstance(i, dict) and i.get("id") is not None for i in items):
+        raise UpstreamError(f"TestIO sent {name} that are not a list of objects with ids")
+    return items
 
 
 def _settled(test: dict, cutoff: datetime) -> bool:

@@ -82,30 +82,35 @@ class TestRail(Connector):
             )
         return match.group(1)
 
-    def _get(self, method: str, params: dict | None = None):
-        return self.client.get_json(self.api + method, params)
+    def _get(self, method: str, params: dict | None = None, expect: type | tuple = dict):
+        return self.client.get_json(self.api + method, params, expect)
 
     def _listing(self, method: str, key: str, params: dict | None = None) -> Iterator[list[dict]]:
         """Pages of a bulk method: the wrapper of TestRail 6.7+ (`key` holds the
         items, `_links.next` the next page), or the bare array of older servers."""
         params = {name: str(value) for name, value in (params or {}).items()}
+        asked = common.Asked("TestRail")
         while True:
-            body = self._get(method, params)
+            asked.once((method, sorted(params.items())))
+            body = self._get(method, params, (dict, list))
             if isinstance(body, list):  # before 6.7 (get_suites before 9.3.1): everything at once
                 yield body
                 return
             items = body.get(key) or []
+            if not isinstance(items, list):
+                raise UpstreamError(f"TestRail's {method.split('/')[0]} sent {key} as {type(items).__name__}")
             yield items
-            link = (body.get("_links") or {}).get("next")
+            links = body.get("_links")
+            link = links.get("next") if isinstance(links, dict) else None
             if not link or not items:
                 return
+            if not isinstance(link, str):
+                raise UpstreamError(f"TestRail's {method.split('/')[0]} sent a next link that is not a string")
             # "/api/v2/get_cases/3&suite_id=1&limit=250&offset=250": its route and
             # parameters, over ours (a server that drops a filter from it does not lose it).
             route, _, query = link.split("/api/v2/", 1)[-1].partition("&")
             following = {**params, **dict(parse_qsl(query, keep_blank_values=True))}
-            if (route, following) == (method, params):
-                return
-            method, params = route, following
+            method, params = route, following  # a link back to a page read before: Asked stops it
 
     # -- the interface --------------------------------------------------------------------------
 
@@ -161,9 +166,14 @@ class TestRail(Connector):
         listed: set[str] = set()
         for cases in self._cases(params):
             for case in cases:
-                if not case.get("is_deleted"):
+                if not isinstance(case, dict):
+                    continue  # skipped and reported when mapped
+                if not case.get("is_deleted") and case.get("id") is not None:
                     listed.add(str(case["id"]))
-                updated = _time(case.get("updated_on"))
+                try:
+                    updated = _time(case.get("updated_on"))
+                except ValueError:
+                    updated = None
                 if updated is not None and (latest is None or updated > latest):
                     latest = updated
             yield Page(cases)
@@ -178,12 +188,19 @@ class TestRail(Connector):
     def all_ids(self) -> set[tuple[str, str]]:
         if self._listed is not None:
             return {("test", case_id) for case_id in self._listed}
-        return {("test", str(case["id"])) for cases in self._cases({}) for case in cases if not case.get("is_deleted")}
+        return {
+            ("test", str(case["id"]))
+            for cases in self._cases({})
+            for case in cases
+            if isinstance(case, dict) and not case.get("is_deleted") and case.get("id") is not None
+        }
 
     def map(self, case: dict) -> Mapped | None:
         if case.get("is_deleted"):
             return None
         product = self.product.key
+        if not re.fullmatch(r"[1-9][0-9]{0,17}", str(case.get("id"))):
+            raise ValueError(f"its id {str(case.get('id'))[:40]!r} is not a TestRail case id")
         key = f"{product}-C{case['id']}"
         created, updated = _time(case.get("created_on")), _time(case.get("updated_on"))
         record = {
@@ -234,7 +251,10 @@ def _time(value) -> datetime | None:
     """TestRail's times: epoch seconds."""
     if value in (None, ""):
         return None
-    return datetime.fromtimestamp(int(value), UTC)
+    try:
+        return datetime.fromtimestamp(int(value), UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        raise ValueError(f"the time {str(value)[:40]!r} is not epoch seconds TestRail sends") from None
 
 
 def _text(value) -> str:
