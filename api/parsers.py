@@ -14,15 +14,26 @@ from django.conf import settings
 from rest_framework import exceptions, parsers
 from rest_framework.parsers import BaseParser
 
+from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
 from backlog.text import SURROGATE_PROBLEM, surrogate_at
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's, refusing a body whose text no database stores (a lone surrogate)
-    with a 400 naming where, before a field's validation could echo it back."""
+    """DRF's, refusing with a 400: a body nested deeper than any field takes
+    (raw_data's MAX_RAW_DATA_DEPTH, one level down), before anything walks it,
+    and one too deep for Python's json to read at all (to DRF a RecursionError,
+    a 500); and a body whose text no database stores (a lone surrogate),
+    naming where, before a field's validation could echo it back."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        levels = MAX_RAW_DATA_DEPTH + 1
+        too_deep = f"The body nests objects and arrays more than {levels} levels deep; raw_data may nest {levels - 1}."
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError(too_deep) from None
+        if nests_deeper(data, levels):
+            raise exceptions.ParseError(too_deep)
         if (where := surrogate_at(data)) is not None:
             raise exceptions.ParseError(f"{where} {SURROGATE_PROBLEM}.")
         return data

@@ -27,6 +27,13 @@ from .text import no_nul
 # PostgreSQL tsvector holds at most 1 MB, and one line is read whole.
 MAX_TEXT_CHARS = 200_000
 MAX_LINE_BYTES = 4 * 1024 * 1024
+# How deep raw_data may nest objects and arrays (raw_data itself is level 1).
+# Trackers nest a few levels; the limit keeps every reader of the value (Python's
+# json, the API's parser, PostgreSQL's jsonb functions) far from its recursion
+# limit. A line nested past what pydantic's parser reads at all (200 levels) is
+# refused as too deep too, by the same words.
+MAX_RAW_DATA_DEPTH = 100
+TOO_DEEP = f"nests objects and arrays more than {MAX_RAW_DATA_DEPTH} levels deep; flatten it"
 
 
 def _not_blank(value: str) -> str:
@@ -35,7 +42,29 @@ def _not_blank(value: str) -> str:
     return value
 
 
-def _no_nul_anywhere(value: Any) -> Any:
+def nests_deeper(value: Any, levels: int) -> bool:
+    """Whether `value` nests objects and arrays more than `levels` deep (an
+    object or array is level 1). Walked without recursion, so however deep a
+    value a caller parsed, asking never runs out of stack."""
+    waiting = [(value, 1)]
+    while waiting:
+        item, depth = waiting.pop()
+        if isinstance(item, dict | list):
+            if depth > levels:
+                return True
+            waiting.extend((inner, depth + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def storable_json(value: Any) -> Any:
+    """raw_data, when it nests no deeper than MAX_RAW_DATA_DEPTH and PostgreSQL can store every string in it."""
+    if nests_deeper(value, MAX_RAW_DATA_DEPTH):
+        raise ValueError(TOO_DEEP)
+    _no_nul_anywhere(value)
+    return value
+
+
+def _no_nul_anywhere(value: Any) -> None:
     if isinstance(value, str):
         no_nul(value)
     elif isinstance(value, dict):
@@ -45,7 +74,6 @@ def _no_nul_anywhere(value: Any) -> Any:
     elif isinstance(value, list):
         for item in value:
             _no_nul_anywhere(item)
-    return value
 
 
 Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]
@@ -56,7 +84,7 @@ Title = Annotated[
     AfterValidator(no_nul),
     AfterValidator(_not_blank),
 ]
-RawData = Annotated[dict[str, Any], AfterValidator(_no_nul_anywhere)]
+RawData = Annotated[dict[str, Any], AfterValidator(storable_json)]
 
 
 class _Record(BaseModel):
@@ -140,6 +168,8 @@ def _explain(error: dict) -> str:
     where = ".".join(str(part) for part in path)
     kind_names = "'product', 'feature', 'test' or 'bug'"
     match error["type"]:
+        case "json_invalid" if "recursion limit exceeded" in error["ctx"]["error"]:
+            return f"the line nests objects and arrays too deep to read; raw_data may nest {MAX_RAW_DATA_DEPTH} levels"
         case "json_invalid":
             return f"not valid JSON ({error['ctx']['error']})"
         case "model_attributes_type" | "model_type":

@@ -216,10 +216,13 @@ def _parse(lines, report, progress, total_lines) -> tuple[list[_Parsed], dict[st
 
 
 def _guess_key(line: str | bytes) -> str | None:
-    """The key of an invalid line, when one can be read, to make reports findable."""
+    """The key of an invalid line, when one can be read, to make reports findable.
+    Python's json reads what the validating parser refuses (a lone surrogate
+    elsewhere in the line); a line nested deeper than the stack allows is a
+    RecursionError to it, and has no key to show."""
     try:
-        key = interchange.json.loads(line).get("key")
-    except (ValueError, AttributeError):
+        key = json.loads(line).get("key")
+    except (ValueError, AttributeError, RecursionError):
         return None
     # Only a key that is text: it is echoed in the report (a lone surrogate is not, nor is NUL).
     return key if isinstance(key, str) and len(key) <= 64 and not SURROGATE.search(key) and "\x00" not in key else None

@@ -7,6 +7,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from backlog.models import Bug
 from backlog.services import import_records
 from search import service
 from search.contract import SearchError
@@ -274,3 +275,69 @@ def test_an_inactive_users_token_is_answered_as_an_unknown_token(tramline, alice
     assert (
         inactive.json() == unknown.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
     )
+
+
+# -- nesting no reader can take is a problem of its line --------------------------------------------
+
+
+def nested_bug(key: str, depth: int) -> str:
+    """A bug whose raw_data holds a trace `depth` arrays deep: raw_data itself is
+    one level more, the line two."""
+    trace = "[" * depth + "]" * depth
+    return f'{{"kind": "bug", "key": "{key}", "product": "PRD-1", "title": "Crash", "raw_data": {{"trace": {trace}}}}}'
+
+
+@pytest.mark.parametrize("query", ["dry_run=true", ""])
+@pytest.mark.parametrize(
+    "depth, key, message",
+    [
+        # Read, and refused by the format's limit (docs/format.md).
+        (100, "BUG-92", "'raw_data' nests objects and arrays more than 100 levels deep; flatten it"),
+        # Past what the JSON parser reads (900 levels was a 400 naming its parser's recursion
+        # limit; 5,000 a RecursionError, a 500): no key can be read, the line is still named.
+        (900, None, "the line nests objects and arrays too deep to read; raw_data may nest 100 levels"),
+        (5000, None, "the line nests objects and arrays too deep to read; raw_data may nest 100 levels"),
+    ],
+)
+def test_a_line_nested_deeper_than_the_format_allows_is_a_problem_of_its_line(
+    tramline, curator, query, depth, key, message
+):
+    text = jsonl({"kind": "bug", "key": "BUG-91", "product": "PRD-1", "title": "Fine"}) + nested_bug("BUG-92", depth)
+
+    response = curator.post(f"/api/import?{query}", text + "\n", content_type="application/x-ndjson")
+
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "invalid_records"
+    assert error["problems"] == [{"line": 2, "key": key, "message": message}]
+    assert not Bug.objects.filter(key__in=["BUG-91", "BUG-92"]).exists()
+
+
+def test_raw_data_as_deep_as_the_limit_imports(tramline, curator):
+    response = curator.post("/api/import", nested_bug("BUG-92", 99) + "\n", content_type="application/x-ndjson")
+
+    assert response.status_code == 200, response.content[:300]
+    stored = Bug.objects.get(key="BUG-92").raw_data["trace"]
+    depth = 0
+    while stored:
+        stored, depth = stored[0], depth + 1
+    assert depth == 98  # the innermost array is empty
+
+
+@pytest.mark.parametrize("depth", [101, 900, 5000])
+@pytest.mark.parametrize(
+    "url, body",
+    [
+        ("/api/bugs", '{{"key": "BUG-93", "product": "PRD-1", "title": "Crash", "raw_data": {{"trace": {}}}}}'),
+        ("/api/bugs/check-duplicates", '{{"title": "Crash on start", "steps": {}}}'),
+    ],
+)
+def test_a_json_body_nested_deeper_than_any_field_takes_is_a_400(tramline, curator, depth, url, body):
+    response = curator.post(url, body.format("[" * depth + "]" * depth), content_type="application/json")
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"] == {
+        "code": "invalid_request",
+        "message": "The body nests objects and arrays more than 101 levels deep; raw_data may nest 100.",
+    }
+    assert not Bug.objects.filter(key="BUG-93").exists()
