@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from .models import KEY_PATTERN, TITLE_MAX_LENGTH, BugStatus, Severity, TestStatus
-from .text import no_nul
+from .text import in_utc, no_nul
 
 # Limits that keep one record from hurting the database or the index: a
 # PostgreSQL tsvector holds at most 1 MB, and one line is read whole.
@@ -85,6 +85,9 @@ Title = Annotated[
     AfterValidator(_not_blank),
 ]
 RawData = Annotated[dict[str, Any], AfterValidator(storable_json)]
+# ISO 8601 takes offsets up to ±23:59, PostgreSQL up to ±15:59: a time is kept
+# in UTC, and one that is past year 9999 (or before year 1) there is refused.
+Time = Annotated[AwareDatetime, AfterValidator(in_utc)]
 
 
 class _Record(BaseModel):
@@ -93,8 +96,8 @@ class _Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_enum_values=True)
 
     key: Key
-    created_at: AwareDatetime | None = None
-    updated_at: AwareDatetime | None = None
+    created_at: Time | None = None
+    updated_at: Time | None = None
 
     def relations(self) -> dict[str, str]:
         """Relation field -> the key it names (kind checked by the importer)."""

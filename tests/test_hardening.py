@@ -277,7 +277,7 @@ def test_an_inactive_users_token_is_answered_as_an_unknown_token(tramline, alice
     )
 
 
-# -- nesting no reader can take is a problem of its line --------------------------------------------
+# -- nesting and times the database cannot take are a problem of their line ------------------------
 
 
 def nested_bug(key: str, depth: int) -> str:
@@ -341,3 +341,45 @@ def test_a_json_body_nested_deeper_than_any_field_takes_is_a_400(tramline, curat
         "message": "The body nests objects and arrays more than 101 levels deep; raw_data may nest 100.",
     }
     assert not Bug.objects.filter(key="BUG-93").exists()
+
+
+@pytest.mark.parametrize("query", ["dry_run=true", ""])
+def test_a_time_past_year_9999_in_utc_is_refused_alike_by_a_dry_run_and_an_import(tramline, curator, query):
+    """ISO 8601 takes offsets up to -23:59: the last second of 9999 there is in year 10000 in UTC.
+    The dry run passed it, and the import then failed with "the database refused"."""
+    late = {
+        "kind": "bug",
+        "key": "BUG-94",
+        "product": "PRD-1",
+        "title": "Late",
+        "created_at": "9999-12-31T23:59:59-23:59",
+    }
+
+    response = curator.post(f"/api/import?{query}", jsonl(late), content_type="application/x-ndjson")
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["error"]["problems"] == [
+        {
+            "line": 1,
+            "key": "BUG-94",
+            "message": "'created_at' is out of range once converted to UTC; give a time between years 1 and 9999",
+        }
+    ]
+    assert not Bug.objects.filter(key="BUG-94").exists()
+
+
+def test_any_iso_offset_in_an_import_is_stored_as_the_same_instant(tramline, curator):
+    """PostgreSQL refused an offset past ±15:59 that the format takes: the import said
+    "the database refused" for a file its dry run had passed."""
+    far = {
+        "kind": "bug",
+        "key": "BUG-95",
+        "product": "PRD-1",
+        "title": "Far",
+        "created_at": "2026-02-01T10:00:00-23:59",
+    }
+
+    response = curator.post("/api/import", jsonl(far), content_type="application/x-ndjson")
+
+    assert response.status_code == 200, response.content[:300]
+    assert Bug.objects.get(key="BUG-95").created_at.isoformat() == "2026-02-02T09:59:00+00:00"
