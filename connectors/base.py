@@ -82,6 +82,11 @@ class Connector:
     #: Environment variables a source of this kind reads by default.
     user_env: str = ""
     token_env: str = ""
+    #: Minutes between deletion sweeps for a new source of this kind, and whether
+    #: `sync` by hand sweeps every time: a sweep that lists only ids (Jira, GitHub)
+    #: is cheap, one that reads every item again (TestIO, TestRail) waits its turn.
+    sweep_minutes: int = 360
+    sweep_is_cheap: bool = True
 
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source

@@ -12,9 +12,25 @@ issue (a new key for the same id) replaces its old record.
 """
 
 from datetime import timedelta
+from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+#: A source that keeps failing waits longer before its next scheduled try,
+#: doubling from its schedule up to this: a broken upstream is asked less, not more.
+BACKOFF_MAX = timedelta(hours=24)
+
+
+def no_credentials(url: str) -> None:
+    """A source's URL holds no user or password: they belong in the environment
+    variables the source names, not in a field every admin and page shows."""
+    if "@" in urlsplit(url).netloc:
+        raise ValidationError(
+            "take the user and password out of the URL: put them in the environment variables "
+            "this source names (user_env, token_env)"
+        )
 
 
 class Kind(models.TextChoices):
@@ -27,7 +43,11 @@ class Kind(models.TextChoices):
 class Source(models.Model):
     name = models.CharField(max_length=200, unique=True, help_text="how commands and the dashboard name it")
     kind = models.CharField(max_length=16, choices=Kind)
-    url = models.URLField(max_length=500, help_text="the site or API base, like https://example.atlassian.net")
+    url = models.URLField(
+        max_length=500,
+        validators=[no_credentials],
+        help_text="the site or API base, like https://example.atlassian.net (no user or password in it)",
+    )
     project = models.CharField(
         max_length=200,
         help_text="Jira project key, GitHub OWNER/NAME, TestRail project id, TestIO product id",
@@ -81,11 +101,17 @@ class Source(models.Model):
         return self.name
 
     def due(self, now=None) -> bool:
-        """Whether a scheduled sync should run now."""
+        """Whether a scheduled sync should run now: its period after the last
+        run, doubled for each failure in a row since the last good one (at most
+        BACKOFF_MAX), so a source that keeps failing is asked less often."""
         if not self.enabled or not self.schedule_minutes:
             return False
-        last = self.runs.order_by("-started_at").values_list("started_at", flat=True).first()
-        return last is None or (now or timezone.now()) - last >= timedelta(minutes=self.schedule_minutes)
+        latest = list(self.runs.order_by("-started_at").values_list("started_at", "status")[:8])
+        if not latest:
+            return True
+        failures = next((n for n, (_, status) in enumerate(latest) if status != RunStatus.FAILED), len(latest))
+        wait = min(timedelta(minutes=self.schedule_minutes) * 2 ** max(failures - 1, 0), BACKOFF_MAX)
+        return (now or timezone.now()) - latest[0][0] >= max(wait, timedelta(minutes=self.schedule_minutes))
 
 
 class RunStatus(models.TextChoices):

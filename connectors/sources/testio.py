@@ -86,6 +86,8 @@ class TestIO(Connector):
     kind = "testio"
     token_env = "TESTIO_TOKEN"
     token_required = True
+    sweep_minutes = 24 * 60  # the sweep reads every item again: daily
+    sweep_is_cheap = False
     _key: str | None = None  # set by check()
 
     def make_client(self, user, token) -> Client:

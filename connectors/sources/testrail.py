@@ -49,6 +49,8 @@ class TestRail(Connector):
     user_env = "TESTRAIL_USER"
     token_env = "TESTRAIL_API_KEY"
     token_required = True
+    sweep_minutes = 24 * 60  # the sweep reads every item again: daily
+    sweep_is_cheap = False
 
     def __init__(self, source, user, token):
         self._project: dict | None = None

@@ -8,13 +8,21 @@
 
 A source given by kind and project is made on its first sync (so the next
 one is incremental), after its credentials and project were checked:
-nothing is written when they are wrong.
+nothing is written when they are wrong, or when the product it would feed
+exists and was not named with --product.
+
+Under --watch each due source syncs in a thread of its own (SYNC_WORKERS at
+once): a source stuck on a slow upstream holds its own thread until its
+deadline (SYNC_RUN_DEADLINE), never the others' turn.
 """
 
+import logging
 import signal
 import sys
+import threading
 import time
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections, connection
@@ -23,8 +31,11 @@ from django.utils import timezone
 from backlog.management.commands._progress import progress_bars
 from connectors import sync
 from connectors.base import SyncError
+from connectors.http import origin, without_credentials
 from connectors.models import Source
 from connectors.sources import KINDS, connector_class
+
+logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 60
 DEFAULT_URLS = {"github": "https://api.github.com", "testio": "https://api.test.io/customer/v2"}
@@ -44,7 +55,17 @@ class Command(BaseCommand):
         parser.add_argument("--team", action="append", default=[], help="a group who sees the product (repeat)")
         parser.add_argument("--full", action="store_true", help="read everything, not only what changed")
         parser.add_argument(
-            "--no-sweep", dest="sweep", action="store_false", default=True, help="do not look for deletions this time"
+            "--sweep",
+            dest="sweep",
+            action="store_true",
+            default=None,
+            help="look for deletions now (default: every time for Jira and GitHub, when due for TestRail and TestIO)",
+        )
+        parser.add_argument("--no-sweep", dest="sweep", action="store_false", help="no deletion sweep this time")
+        parser.add_argument(
+            "--allow-mass-delete",
+            action="store_true",
+            help="let the sweep delete more than SYNC_SWEEP_MAX_SHARE of the source's records",
         )
         parser.add_argument("--due", action="store_true", help="sync every configured source that is due")
         parser.add_argument("--watch", action="store_true", help="sync due sources every minute until stopped")
@@ -61,13 +82,17 @@ class Command(BaseCommand):
         if not options["source"]:
             raise CommandError("name a source: a kind (jira, github, testrail, testio) or a configured source's name")
         source, connector, product = self.prepare(options)
+        sweep = options["sweep"]
+        if sweep is None and connector_class(source.kind).sweep_is_cheap:
+            sweep = True  # by hand, a cheap sweep every time; a costly one when due
         try:
             result = sync.run(
                 source,
                 connector=connector,
                 product=product,
-                sweep=options["sweep"],
+                sweep=sweep,
                 full=options["full"],
+                allow_mass_delete=options["allow_mass_delete"],
                 progress=progress_bars(options["progress"]),
             )
         except SyncError as exc:
@@ -89,18 +114,27 @@ class Command(BaseCommand):
         project = options["repo"] if kind == "github" else options["project"]
         if not project:
             raise CommandError("--repo OWNER/NAME is needed" if kind == "github" else "--project is needed")
-        url = (options["url"] or DEFAULT_URLS.get(kind) or "").rstrip("/")
+        url = (options["url"] or DEFAULT_URLS.get(kind) or "").strip().rstrip("/")
         if not url:
             raise CommandError(f"--url is needed for {kind}, like https://example.atlassian.net")
+        if url != without_credentials(url):
+            raise CommandError(
+                f"--url holds a user or password: give {without_credentials(url)} and put them in the "
+                "environment variables docs/connectors.md names (nothing was written)"
+            )
+        scheme, host, _ = origin(url)
+        if scheme not in ("http", "https") or not host:
+            raise CommandError(f"--url {url!r} is not an http(s) address: give it whole, like https://{url}")
         cls = connector_class(kind)
         source = Source.objects.filter(kind=kind, url=url, project=project).first() or Source(
             kind=kind,
             url=url,
             project=project,
-            name=f"{kind}:{project}" + ("" if kind == "github" else f"@{url.split('://')[-1]}"),
+            name=self.new_name(kind, project, url),
             user_env=cls.user_env,
             token_env=cls.token_env,
             schedule_minutes=0,
+            sweep_minutes=cls.sweep_minutes,
         )
         for option, field in (("product", "product_key"), ("jql", "query"), ("labels", "query")):
             if options.get(option) is not None:
@@ -111,12 +145,33 @@ class Command(BaseCommand):
         try:
             connector = sync.connect(source)
             product = connector.check()
+            ours = sync.claim_product(source, product)
         except SyncError as exc:
             raise CommandError(f"{source.name}: {exc}; nothing was written") from None
+        except Exception as exc:  # an answer no check foresaw: one line, not a traceback
+            logger.exception("the first check of %s failed", source.name)
+            raise CommandError(
+                f"{source.name}: upstream sent what could not be read ({type(exc).__name__}); nothing was written"
+            ) from None
+        if teams and not ours:
+            raise CommandError(
+                f"--team sets who sees a product this source makes; {product.key} existed before it and keeps "
+                "its own teams (change them in the admin, Products). Nothing was written"
+            )
         source.save()
         if teams:
             source.teams.add(*teams)
         return source, connector, product
+
+    @staticmethod
+    def new_name(kind: str, project: str, url: str) -> str:
+        """`kind:project` (with the site but for github.com), made unique: the same
+        repository on two API hosts is two sources."""
+        host = url.split("://")[-1]
+        name = f"{kind}:{project}" + ("" if kind == "github" else f"@{host}")
+        if Source.objects.filter(name=name[:200]).exists():
+            name = f"{kind}:{project}@{host}"
+        return name[:200]
 
     def due(self, options) -> None:
         failed = 0
@@ -133,9 +188,11 @@ class Command(BaseCommand):
             raise CommandError(f"{failed} source(s) failed; the dashboard lists their errors")
 
     def watch(self) -> None:
-        """Sync due sources every WATCH_SECONDS until SIGTERM or Ctrl-C. A stop
-        in the middle of a page rolls the page back; the next sync resumes there."""
+        """Sync due sources every WATCH_SECONDS until SIGTERM or Ctrl-C, each in
+        a thread of its own. A stop in the middle of a page rolls the page
+        back; the next sync resumes there."""
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+        self.syncing: dict[int, threading.Thread] = {}
         try:
             while True:
                 close_old_connections()
@@ -149,9 +206,34 @@ class Command(BaseCommand):
             pass
 
     def round(self) -> None:
+        """Start a sync of every due source not syncing already, up to SYNC_WORKERS at once."""
+        syncing = getattr(self, "syncing", None)
+        if syncing is None:
+            syncing = self.syncing = {}
+        for pk in [pk for pk, thread in syncing.items() if not thread.is_alive()]:
+            del syncing[pk]
         for source in Source.objects.filter(enabled=True).order_by("pk"):
-            if source.due(timezone.now()):
-                try:
-                    sync.run(source)
-                except SyncError as exc:
-                    self.stderr.write(f"{source.name}: {exc}")
+            if len(syncing) >= max(settings.SYNC_WORKERS, 1):
+                break
+            if source.pk not in syncing and source.due(timezone.now()):
+                thread = threading.Thread(target=self.sync_one, args=(source,), name=f"sync {source}", daemon=True)
+                syncing[source.pk] = thread
+                thread.start()
+
+    def sync_one(self, source: Source) -> None:
+        """One scheduled sync, in its own thread and database connection; nothing it
+        meets ends the worker (the run is stored with its cause)."""
+        try:
+            sync.run(source)
+        except SyncError as exc:
+            self.stderr.write(f"{source.name}: {exc}")
+        except Exception:
+            logger.exception("sync of %s failed", source.name)
+            self.stderr.write(f"{source.name}: the sync failed; the log says why")
+        finally:
+            connection.close()
+
+    def wait(self) -> None:
+        """Until the syncs started are done (tests, and `--due`-like callers)."""
+        for thread in list(getattr(self, "syncing", {}).values()):
+            thread.join()
