@@ -44,11 +44,25 @@ from . import filters, schema, serializers, throttles
 from .errors import Conflict, JSONErrors
 from .parsers import PARSERS
 
+
+class OneValueEach:
+    """A query parameter given more than once is a 400 naming it, by the search
+    operations' own rule (search.service.one_value), never the last value taken
+    silently. The search operations apply it themselves, to the parameters that
+    are not lists; every other endpoint, to all of its parameters, through this."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        for name, values in request.query_params.lists():
+            service.one_value(name, values)
+
+
 # -- search operations --------------------------------------------------------------------
 
 
 class OperationView(APIView):
-    """GET: one search.service operation; a `key` in the path joins the query parameters."""
+    """GET: one search.service operation; a `key` in the path joins the query
+    parameters (given in the query string as well, it is given twice)."""
 
     operation: str
     throttle_classes = [throttles.SearchRateThrottle]
@@ -57,7 +71,7 @@ class OperationView(APIView):
         params = request.query_params
         if key is not None:
             params = params.copy()
-            params["key"] = key
+            params.setlist("key", [key, *params.getlist("key")])
         return Response(service.call(self.operation, params, request.user))
 
 
@@ -94,7 +108,7 @@ class TimelineView(OperationView):
 @extend_schema_view(
     post=schema.body_operation(DuplicateCheckRequest, DuplicateCheckResponse, "Likely duplicates of a draft bug")
 )
-class CheckDuplicatesView(APIView):
+class CheckDuplicatesView(OneValueEach, APIView):
     """POST a draft bug as JSON: the bugs it most likely duplicates. Nothing is written."""
 
     throttle_classes = [throttles.SearchRateThrottle]
@@ -110,7 +124,7 @@ class CheckDuplicatesView(APIView):
 # -- records ----------------------------------------------------------------------------
 
 
-class RecordViewSet(viewsets.ModelViewSet):
+class RecordViewSet(OneValueEach, viewsets.ModelViewSet):
     """Any authenticated user reads; writes need the model's add, change or delete permission."""
 
     permission_classes = [permissions.DjangoModelPermissions]
@@ -221,7 +235,7 @@ class CanImport(permissions.BasePermission):
         return request.user.has_perms(IMPORT_PERMISSIONS)
 
 
-class ImportView(APIView):
+class ImportView(OneValueEach, APIView):
     parser_classes = PARSERS
     permission_classes = [permissions.IsAuthenticated, CanImport]
 
@@ -285,9 +299,9 @@ def _unless_blank(lines: Iterable[bytes] | dict) -> Iterator[bytes] | None:
     return None
 
 
-class SchemaView(JSONErrors, SpectacularAPIView):
+class SchemaView(JSONErrors, OneValueEach, SpectacularAPIView):
     """The OpenAPI schema, as YAML or JSON; its errors (a 405) as JSON."""
 
 
-class DocsView(JSONErrors, SpectacularSwaggerSplitView):
+class DocsView(JSONErrors, OneValueEach, SpectacularSwaggerSplitView):
     """Swagger UI's page; its errors (a 405) as JSON."""

@@ -116,9 +116,7 @@ def parse(model: type[BaseModel], params: Mapping[str, Any]) -> BaseModel:
             ]
             value = [v for v in value if v != ""]
         elif isinstance(value, list | tuple):
-            if len(value) != 1:
-                raise SearchError(f"{name}: give one value, not a list of {len(value)}.")
-            value = value[0]
+            value = one_value(name, value)
         if value == "" and name not in ("query",):
             continue  # an empty form field means "not given"
         data[name] = value
@@ -144,6 +142,15 @@ def describe(exc: ValidationError) -> str:
         else:
             parts.append(f"{where}: {message[:1].lower()}{message[1:]}")
     return "; ".join(parts) + "."
+
+
+def one_value(name: str, values: list | tuple):
+    """The value of a parameter that takes one, given as a list: a repeated
+    query parameter or an MCP array. More than one is refused, naming it; the
+    REST endpoints outside search refuse a repeated parameter with this too."""
+    if len(values) != 1:
+        raise SearchError(f"{name}: give one value, not a list of {len(values)}.")
+    return values[0]
 
 
 def _items(params: Mapping[str, Any]) -> dict[str, Any]:

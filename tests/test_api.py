@@ -675,6 +675,17 @@ def test_import_refuses_readers_other_media_types_empty_bodies_and_unknown_optio
     assert not Product.objects.filter(key="PRD-3").exists()
 
 
+def test_an_import_with_dry_run_given_twice_is_refused_and_writes_nothing(story, curator):
+    """dry_run=true&dry_run=false took the last value and wrote the records."""
+    response = curator.post("/api/import?dry_run=true&dry_run=false", jsonl(*NEW), content_type="application/x-ndjson")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": {"code": "invalid_request", "message": "dry_run: give one value, not a list of 2."}
+    }
+    assert not Product.objects.filter(key="PRD-3").exists()
+
+
 def test_a_body_over_the_import_limit_is_413_and_writes_nothing(story, curator, settings):
     text = jsonl(*NEW)
     settings.IMPORT_MAX_BYTES = len(text.encode()) - 1
@@ -701,6 +712,53 @@ def test_a_body_without_a_declared_length_is_cut_off_at_the_limit_too(settings):
     assert next(lines) == b"12345\n"
     with pytest.raises(TooLarge):
         next(lines)
+
+
+# -- one value a parameter --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "method, url, name",
+    [
+        ("get", "/api/search?query=renewal&limit=1&limit=3", "limit"),
+        ("get", "/api/search?query=renewal&format=csv&sort=recent&sort=relevant", "sort"),
+        ("get", "/api/similar/BUG-12?key=BUG-21", "key"),  # the path's key, and another
+        ("get", "/api/records?keys=BUG-12&include_related=true&include_related=false", "include_related"),
+        ("get", "/api/timeline/BUG-12?before=1&before=2", "before"),
+        ("post", "/api/bugs/check-duplicates?limit=1&limit=2", "limit"),
+        ("get", "/api/bugs?limit=1&limit=3", "limit"),
+        ("get", "/api/bugs?status=open&status=fixed", "status"),
+        ("get", "/api/products?ordering=key&ordering=-key", "ordering"),
+        ("get", "/api/bugs/BUG-20?x=1&x=2", "x"),
+        ("post", "/api/bugs?x=1&x=2", "x"),
+        ("patch", "/api/bugs/BUG-20?x=1&x=2", "x"),
+        ("put", "/api/bugs/BUG-20?x=1&x=2", "x"),
+        ("delete", "/api/bugs/BUG-20?x=1&x=2", "x"),
+        ("post", "/api/import?skip_invalid=true&skip_invalid=false", "skip_invalid"),
+        ("get", "/api/schema?format=json&format=yaml", "format"),
+        ("get", "/api/docs?script&script", "script"),
+    ],
+)
+def test_a_repeated_query_parameter_is_a_400_naming_it_on_every_endpoint(story, curator, method, url, name):
+    """The record lists took the last of limit=1&limit=3, and the other endpoints ignored
+    or took the last of theirs; search refused it. Now every endpoint does, in search's words."""
+    body = {"title": "Renewal spinner", "key": "BUG-60", "product": "PRD-1"}
+    response = getattr(curator, method)(url, **({} if method == "get" else {"data": body, "format": "json"}))
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json() == {
+        "error": {"code": "invalid_request", "message": f"{name}: give one value, not a list of 2."}
+    }
+    assert Bug.objects.get(key="BUG-20").status == "fixed"  # nothing deleted or changed
+    assert not Bug.objects.filter(key="BUG-60").exists()
+
+
+def test_a_search_list_may_still_be_repeated(story, reader):
+    repeated = reader.get("/api/search?query=renewal&mode=keyword&entities=bug&entities=test")
+    listed = reader.get("/api/search?query=renewal&mode=keyword&entities=bug,test")
+
+    assert repeated.status_code == 200
+    assert repeated.json() == listed.json()
 
 
 # -- everything else is JSON too ------------------------------------------------------------
