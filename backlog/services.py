@@ -10,7 +10,8 @@ Keys are compared case aside, as everywhere. An import made for a user
 (the REST endpoint) writes only into the products that user may change
 (backlog.access): a record of another product is "not stored" to them, and
 a key that such a record holds is "taken", the words a key that exists
-nowhere would never get, and nothing more.
+nowhere would never get, and nothing more. A key a record of another kind
+holds is "taken" in the same words, naming no kind, for every importer.
 """
 
 import json
@@ -279,10 +280,10 @@ def _resolve(
         if products is not None and p.record.kind == "product":
             if folded in hidden or other is None:  # whether the product exists or not: the same words
                 reject(p, access.ADDS_PRODUCTS)
-        elif folded in hidden:
+        elif folded in hidden or (other and other.kind != p.record.kind):
+            # The same words for a record of another kind as for one the user may not see:
+            # what holds a taken key is never told (docs/access.md), whoever imports.
             reject(p, key_taken_message(p.record.key).rstrip("."))
-        elif other and other.kind != p.record.kind:
-            reject(p, f"the key already belongs to a {other.kind}; keys are unique across all kinds")
         elif other and other.key != p.record.key:
             reject(p, f"the key is stored as {other.key}; keys ignore case, so write it as {other.key}")
     for key in hidden:
