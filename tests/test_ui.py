@@ -393,6 +393,39 @@ def test_the_pages_have_an_icon_and_favicon_ico_leads_to_it(client, as_alice, co
     assert response.status_code == 301 and response["Location"] == icon and icon.endswith(".svg")
 
 
+def test_sync_errors_on_the_dashboard_are_shown_only_to_those_who_see_every_product(as_alice, corpus):
+    """Carol is QA staff on the Tramline team only. Tramline's Jira sync writes as the
+    operator, and its last run failed on keys that Ledgerly's records hold: its errors
+    name them. Carol sees the source (its product is hers) and that it failed, never
+    the errors; Alice, who sees every product, does."""
+    from django.contrib.auth.models import Group
+    from django.utils import timezone
+
+    from backlog.models import Product
+    from connectors.models import Source, SyncRun
+
+    team = Group.objects.create(name="Tramline team")
+    Product.objects.get(key="PRD-1").teams.add(team)
+    carol = User.objects.create_user("carol", password="correct horse battery", is_staff=True)
+    carol.groups.add(team)
+    source = Source.objects.create(
+        name="Tramline Jira", kind="jira", url="https://tramline.example", project="TRAM", product_key="PRD-1"
+    )
+    errors = ["FEAT-9: the key already belongs to a feature of Ledgerly", "bug-30 is stored as BUG-30"]
+    SyncRun.objects.create(source=source, status="failed", finished_at=timezone.now(), skipped=2, errors=errors)
+    as_carol = Client()
+    as_carol.force_login(carol)
+
+    hers = as_carol.get("/dashboard/").content.decode()
+    alices = as_alice.get("/dashboard/").content.decode()
+
+    row = hers.split('data-source="Tramline Jira">')[1].split("</tr>")[0]
+    assert "<strong>failed</strong>" in row and "2 skipped" in row
+    assert "shown to those who see every product" in row
+    assert "FEAT-9" not in hers and "BUG-30" not in hers and "Ledgerly" not in hers
+    assert "FEAT-9: the key already belongs to a feature of Ledgerly" in alices
+
+
 @pytest.mark.parametrize("state, said", [("stopped", True), ("running", False)])
 def test_the_dashboard_says_when_the_embedding_worker_has_stopped(as_alice, corpus, state, said):
     from django.utils import timezone

@@ -12,6 +12,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
+from backlog.access import sees_all_products
 from connectors.models import history as sync_history
 from search import service
 from search.contract import NotFound, SearchError
@@ -124,6 +125,8 @@ def dashboard(request):
         "chart": figures.severity_chart(request.user),
         "saved_searches": figures.saved_searches(request.user),
         "sources": sync_history(request.user),
+        # A sync writes as the operator: its errors may name records of any product.
+        "sync_errors_shown": sees_all_products(request.user),
     }
     return render(request, "ui/dashboard.html", context)
 
