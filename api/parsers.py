@@ -5,7 +5,7 @@
 the import asks for them; three media types because clients send JSON Lines
 under all three names. A body over `settings.IMPORT_MAX_BYTES` is refused
 with 413: by its Content-Length before anything is read, and while reading
-in case the length was not declared.
+in case the length was not declared (a chunked body: `unsized_body`).
 """
 
 from collections.abc import Iterator
@@ -62,6 +62,19 @@ class PlainTextParser(JSONLinesParser):
 
 
 PARSERS = [JSONLinesParser, JSONLParser, PlainTextParser]
+
+
+def unsized_body(request):
+    """The body of a request sent without a length (Transfer-Encoding: chunked),
+    when the server ends its input where the body ends (`wsgi.input_terminated`,
+    a PEP 3333 extension gunicorn sets); None otherwise. Django and DRF take a
+    body without Content-Length for no body; the import reads this one instead,
+    within the same IMPORT_MAX_BYTES."""
+    meta = request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not meta.get("CONTENT_LENGTH") and meta.get("wsgi.input_terminated"):
+        return meta["wsgi.input"]
+    return None
 
 
 def _lines(stream, limit: int) -> Iterator[bytes]:

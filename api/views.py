@@ -42,7 +42,7 @@ from search.contract import (
 
 from . import filters, schema, serializers, throttles
 from .errors import Conflict, JSONErrors
-from .parsers import PARSERS
+from .parsers import PARSERS, unsized_body
 
 
 class OneValueEach:
@@ -238,6 +238,14 @@ class CanImport(permissions.BasePermission):
 class ImportView(OneValueEach, APIView):
     parser_classes = PARSERS
     permission_classes = [permissions.IsAuthenticated, CanImport]
+
+    def initialize_request(self, request, *args, **kwargs):
+        request = super().initialize_request(request, *args, **kwargs)
+        if (body := unsized_body(request)) is not None:
+            # DRF reads no body without a Content-Length (Request._load_stream): give it this one,
+            # which the parsers read line by line as any other, up to IMPORT_MAX_BYTES.
+            request._stream = body
+        return request
 
     @extend_schema(
         summary="Import JSON Lines (FORMAT.md)",

@@ -179,3 +179,46 @@ def test_sigterm_to_make_run_by_its_pid_leaves_nothing_running():
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(make.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_import_sent_chunked_is_read_through_gunicorn_within_the_same_limit(settings, alice):
+    """Alice's script streams its file (Transfer-Encoding: chunked, no Content-Length), as
+    curl -T - and most HTTP libraries do for a generator. gunicorn passes the body on;
+    Django and DRF took it for no body ("The body is empty"). It is read now, and cut off
+    at IMPORT_MAX_BYTES as a body with a length is."""
+    import http.client
+
+    from backlog.models import Product
+    from runtime.supervisor import gunicorn_command
+
+    from .conftest import TRAMLINE, jsonl
+
+    token = Token.objects.create(user=alice).key
+    text = jsonl(*TRAMLINE).encode()
+    port = free_port()
+    settings.SERVE_WORKERS, settings.SERVE_THREADS = 1, 2
+    env = {**server_env(connection.settings_dict["NAME"]), "IMPORT_MAX_BYTES": str(len(text) + 10)}
+    server = subprocess.Popen(gunicorn_command(f"127.0.0.1:{port}"), env=env, stderr=subprocess.DEVNULL)
+
+    def send_chunked(body: bytes) -> tuple[int, dict]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        chunks = (body[start : start + 100] for start in range(0, len(body), 100))
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/x-ndjson"}
+        connection.request("POST", "/api/import", body=chunks, headers=headers, encode_chunked=True)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+
+    try:
+        wait_until_serving(server, f"http://127.0.0.1:{port}/healthz")
+        status, report = send_chunked(text)
+        too_large_status, too_large = send_chunked(text + b"\n" * 11)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+    assert status == 200, report
+    assert report["written"] is True and report["created"] == {"product": 2, "feature": 2, "test": 1, "bug": 1}
+    assert Product.objects.filter(key="PRD-1").exists()
+    assert too_large_status == 413 and too_large["error"]["code"] == "too_large"
