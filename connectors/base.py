@@ -20,9 +20,12 @@ are given keys by the sync, which knows what is already stored.
 """
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+from django.conf import settings
 
 from .http import Client
 from .models import Source
@@ -91,6 +94,8 @@ class Connector:
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source
         self.client = self.make_client(user, token)
+        # Every sync ends: its first check, its pages, its retries' waits and its sweep, together.
+        self.client.deadline = time.monotonic() + settings.SYNC_RUN_DEADLINE
 
     def make_client(self, user: str | None, token: str) -> Client:
         raise NotImplementedError

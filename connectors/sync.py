@@ -128,7 +128,6 @@ def run(
         tally = _Tally()
         try:
             connector = connector or connect(source)
-            connector.client.deadline = started + settings.SYNC_RUN_DEADLINE
             product = product or connector.check()
             ours = claim_product(source, product)
             if not source.product_key:  # kept: a renamed project still feeds the same product

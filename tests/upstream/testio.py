@@ -40,6 +40,7 @@ class FakeTestIO(Upstream):
         self.token = token
         self.ignore_paging = False
         self.bug_page_cap = 500  # the documented maximum of per_page for bugs
+        self.bug_meta = True  # False: bug pages without `meta` (a server that does not count)
         self.products: dict[int, dict] = {}
         self.features: dict[int, list[dict]] = {}  # by product id
         self.tests: dict[int, dict] = {}
@@ -296,13 +297,10 @@ class FakeTestIO(Upstream):
             return Response(400, {"error": "per_page must be a positive number"})
         per_page = min(per_page, self.bug_page_cap)
         page = max(int(query.get("page", 1)), 1)
-        return Response(
-            200,
-            {
-                "bugs": bugs[(page - 1) * per_page : page * per_page],
-                "meta": {"record_count": len(bugs), "page": page, "per_page": per_page},
-            },
-        )
+        body = {"bugs": bugs[(page - 1) * per_page : page * per_page]}
+        if self.bug_meta:
+            body["meta"] = {"record_count": len(bugs), "page": page, "per_page": per_page}
+        return Response(200, body)
 
     # -- the story's product ------------------------------------------------------------------------------
 

@@ -102,7 +102,8 @@ class Command(BaseCommand):
             self.stderr.write(f"  {error}")
 
     def prepare(self, options):
-        """The source to sync, checked upstream; a new one is saved only once its check passed."""
+        """The source to sync; a new one is checked upstream and saved only once its check passed
+        (a known one is checked by its run, which is stored with the cause when it fails)."""
         name = options["source"]
         if name not in KINDS:
             source = Source.objects.filter(name=name).first()
@@ -142,6 +143,9 @@ class Command(BaseCommand):
         teams = list(Group.objects.filter(name__in=options["team"]))
         if missing := set(options["team"]) - {team.name for team in teams}:
             raise CommandError(f"no group {', '.join(sorted(missing))}: make the team in the admin first")
+        if source.pk is not None and not teams:
+            source.save()  # the options given again; its run checks upstream, and is stored whatever it meets
+            return source, None, None
         try:
             connector = sync.connect(source)
             product = connector.check()
