@@ -97,6 +97,8 @@ class _Tally:
     errors: list[str] = field(default_factory=list)
 
     def error(self, message: str) -> None:
+        # Upstream's words are in it: stored as JSON, it may hold no NUL and no lone surrogate.
+        message = message.replace("\x00", "").encode(errors="replace").decode()
         logger.warning("sync: %s", message)
         if len(self.errors) < ERRORS_KEPT:
             self.errors.append(message)
@@ -149,7 +151,10 @@ def run(
         except (UpstreamError, SyncError) as exc:
             _fail(sync_run, tally, connector, started, str(exc))
         except DatabaseError:
-            raise  # the database itself: the caller (a watch round) waits for it to come back
+            # A value the database refused (its words go to the log, not to the run), or the
+            # database gone: then storing the run fails too, and the caller (a watch round) waits.
+            logger.exception("sync of %s failed in the database", source)
+            _fail(sync_run, tally, connector, started, "the database refused a page; nothing of it was written")
         except Exception as exc:  # an answer no check foresaw: said in one line, never a traceback
             logger.exception("sync of %s failed", source)
             _fail(sync_run, tally, connector, started, f"upstream sent what could not be read ({_what(exc)})")
@@ -200,7 +205,8 @@ def claim_product(source: Source, product: ProductInfo) -> bool:
     the source's product key in the admin). SyncError for a product it
     neither made nor was given: a source never adopts a product by a key it
     derived from the upstream's name."""
-    if source.pk is not None and SyncedRecord.objects.filter(source=source, kind="product").exists():
+    made = SyncedRecord.objects.filter(source=source, kind="product", key__iexact=product.key)
+    if source.pk is not None and made.exists():
         return True
     existing = Product.objects.filter(key__iexact=product.key).values_list("key", flat=True).first()
     if existing is None:
@@ -328,10 +334,12 @@ class _Writer:
         problems: dict[int, str] = {}
         for index, m in enumerate(items):
             key, upstream = m.record.get("key"), m.upstream_id
-            if not isinstance(key, str) or not 0 < len(key) <= KEY_MAX:
-                problems[index] = f"its key is longer than {KEY_MAX} characters"
-            elif not isinstance(upstream, str) or not 0 < len(upstream) <= UPSTREAM_ID_MAX:
-                problems[index] = f"its upstream id is longer than {UPSTREAM_ID_MAX} characters"
+            if not _storable(key, KEY_MAX):
+                problems[index] = f"its key is longer than {KEY_MAX} characters, or not text"
+            elif not _storable(upstream):
+                problems[index] = f"its upstream id is longer than {UPSTREAM_ID_MAX} characters, or not text"
+            elif m.feature is not None and not _storable(m.feature.upstream_id):
+                problems[index] = f"its feature's id is longer than {UPSTREAM_ID_MAX} characters, or not text"
             elif m.record.get("product") != self.product.key:
                 problems[index] = f"it names product {str(m.record.get('product'))[:64]}, not {self.product.key}"
         keys = [m.record["key"] for index, m in enumerate(items) if index not in problems]
@@ -490,6 +498,17 @@ class _Writer:
             for key in ready:
                 pending.pop(key, None)
             self.source.save(update_fields=["pending_links"])
+
+
+def _storable(value, limit: int = UPSTREAM_ID_MAX) -> bool:
+    """A key or upstream id PostgreSQL can keep: text within `limit`, no NUL, valid UTF-8."""
+    if not isinstance(value, str) or not 0 < len(value) <= limit or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
 
 
 def _holders(keys: list[str]) -> dict[str, tuple[str, int]]:

@@ -160,7 +160,8 @@ def _handler(upstream: Upstream):
             elif isinstance(body, bytes):
                 data, kind = body, "application/octet-stream"
             else:
-                data, kind = (body or "").encode(), "text/plain; charset=utf-8"
+                # surrogatepass: a hostile test's text may hold lone surrogates, sent as the bytes they make
+                data, kind = (body or "").encode("utf-8", "surrogatepass"), "text/plain; charset=utf-8"
             self.send_response(response.status)
             headers = {"Content-Type": kind, **response.headers}
             for name, value in headers.items():
