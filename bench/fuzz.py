@@ -6,7 +6,9 @@ each surface was sent and how it answered.
 Runs, in one pytest process on the test database, tests/test_fuzz.py (the
 service, REST, schemathesis over every operation of /api/schema, and every
 route of the URLconf: any method, parameters twice, lone surrogates) and
-the MCP fuzz test of tests/test_mcp.py (stdio and HTTP), with FUZZ_EXAMPLES
+the MCP fuzz test of tests/test_mcp.py (stdio and HTTP), and the hostile
+upstream of tests/test_fuzz_upstream.py (Jira Cloud and GitHub played by
+hypothesis: a fifth of the budget each), with FUZZ_EXAMPLES
 set to --examples: that many examples per test and per MCP transport, a
 fifteenth of it per OpenAPI operation, and on top schemathesis's coverage
 phase, every method on every route as each of the three visitors, and every
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
     "tests/test_fuzz.py",
     "tests/test_mcp.py::test_any_arguments_get_a_result_or_a_tool_error_naming_what_was_wrong",
+    "tests/test_fuzz_upstream.py",
 ]
 
 

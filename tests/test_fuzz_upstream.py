@@ -133,7 +133,7 @@ def run(args: list[str], sink: Sink, surface: str) -> None:
     except CommandError as exc:
         failed = str(exc)
     took = time.monotonic() - began
-    tally(surface, server_error=False, body=failed or "")
+    tally(surface, server_error=False, body=failed or "")  # an exception other than CommandError fails first
     after = others()
     changed = {key: (was, after.get(key)) for key, was in before.items() if was != after.get(key)}
     assert not changed, (failed, changed)
