@@ -11,6 +11,7 @@ with a line saying what was wrong, and every run is stored with its cause.
 """
 
 import io
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -23,6 +24,7 @@ from django.core.management.base import CommandError
 from backlog.models import Bug, Product
 from backlog.services import import_records
 from connectors import sync as syncing
+from connectors.management.commands.sync import Command as SyncCommand
 from connectors.models import RunStatus, Source, SyncedRecord, SyncRun
 from tests.conftest import VAT_BUG, jsonl
 from tests.upstream.github import FakeGitHub, seamonkey
@@ -448,3 +450,30 @@ def test_a_url_without_a_scheme_is_one_line(host):
         call_command(
             "sync", "jira", "--url", "example.atlassian.net", "--project", "HOST", "--no-progress", stdout=io.StringIO()
         )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_watch_a_source_stuck_on_a_slow_upstream_never_delays_another(host, settings, monkeypatch):
+    settings.SYNC_HTTP_DEADLINE = 60
+    monkeypatch.setenv("STUCK_EMAIL", "bot@example.com")
+    monkeypatch.setenv("STUCK_TOKEN", "t")
+    slow = Stalling("trickle", interval=0.5).start()
+    stuck = Source.objects.create(
+        name="stuck", kind="jira", url=slow.url, project="SLOW", user_env="STUCK_EMAIL", token_env="STUCK_TOKEN"
+    )
+    good = Source.objects.create(
+        name="good", kind="jira", url=host.url, project="HOST", user_env="JIRA_EMAIL", token_env="JIRA_API_TOKEN"
+    )
+    worker = SyncCommand(stdout=io.StringIO(), stderr=io.StringIO())
+    try:
+        worker.round()  # the stuck source first, by its id: each starts in a thread of its own
+        worker.syncing[good.pk].join(timeout=30)
+
+        assert Bug.objects.filter(product__key="HOST").count() == 5
+        assert worker.syncing[stuck.pk].is_alive()  # still reading its first answer, a byte at a time
+        worker.round()  # a minute later: the stuck one is not started twice
+        assert [thread.name for thread in threading.enumerate()].count("sync stuck") == 1
+    finally:
+        slow.stop()
+        worker.wait()
+    assert stuck.runs.get().status == RunStatus.FAILED and good.runs.get().status == RunStatus.OK
