@@ -1,7 +1,8 @@
 """Health endpoints for a load balancer or an orchestrator.
 
 `/healthz`: the process answers (liveness; touches nothing else).
-`/readyz`: it can serve searches: the database answers and is migrated,
+`/readyz`: it can serve searches: the database answers (within
+READYZ_DATABASE_SECONDS, so a hung server reads as unreachable) and is migrated,
 and the embedding model can run (without it searches fall back to
 keyword, `degraded` says so). It also reports, without failing on them,
 how much of the index has vectors (one figure counted now, the same from
@@ -18,6 +19,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from backlog.db import database_unavailable
+from runtime.postgres import deadline
+
+# The most /readyz waits on the database, connecting included: a probe's own
+# timeout is commonly 5 s, and a frozen server must read as not ready within it.
+READYZ_DATABASE_SECONDS = 3.0
 
 # Once every migration is applied, the migration graph (read from every
 # migration file) is not read again on each probe: a running process does
@@ -66,16 +72,17 @@ def readyz(request):
     global _migrated
     checks = {}
     try:
-        if not _migrated:
-            executor = MigrationExecutor(connection)
-            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
-            _migrated = not pending
-        worker = worker_health(0)  # a query: it asks the database every time
-        checks["database"] = "ok" if _migrated else f"{len(pending)} migration(s) not applied: run migrate"
-        checks["embedding_worker"] = worker.state if worker else "not supervised"
-        if _migrated:  # their tables may not be there yet
-            checks["embeddings"] = embeddings_check()
-            checks["sources"] = sources_check()
+        with deadline.within(READYZ_DATABASE_SECONDS):
+            if not _migrated:
+                executor = MigrationExecutor(connection)
+                pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+                _migrated = not pending
+            worker = worker_health(0)  # a query: it asks the database every time
+            checks["database"] = "ok" if _migrated else f"{len(pending)} migration(s) not applied: run migrate"
+            checks["embedding_worker"] = worker.state if worker else "not supervised"
+            if _migrated:  # their tables may not be there yet
+                checks["embeddings"] = embeddings_check()
+                checks["sources"] = sources_check()
     except DatabaseError as exc:
         checks["database"] = "unreachable" if database_unavailable(exc) else "failing"
     checks["embedding_model"] = unavailable_reason() or "ok"

@@ -6,10 +6,29 @@ from django.contrib.admin.options import TO_FIELD_VAR
 from django.http import JsonResponse
 
 from backlog.db import database_unavailable
-from runtime.postgres import replicas
+from runtime.postgres import deadline, replicas
 from search.contract import DatabaseUnavailable, error_body
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class DatabaseDeadlineMiddleware:
+    """A request waits on the database at most DATABASE_REQUEST_TIMEOUT seconds
+    from its start (runtime.postgres.deadline); past it, the database counts as
+    unavailable and the request is answered 503 (the middleware below, REST's
+    handler). A streamed response (an export) reads its rows after this
+    returns: each chunk gets the same time again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        seconds = settings.DATABASE_REQUEST_TIMEOUT
+        with deadline.within(seconds):
+            response = self.get_response(request)
+        if response.streaming:
+            response.streaming_content = deadline.each_within(response.streaming_content, seconds)
+        return response
 
 
 class DatabaseUnavailableMiddleware:

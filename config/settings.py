@@ -128,6 +128,8 @@ MIDDLEWARE = [
     # Static files from STATIC_ROOT (`collectstatic`, which `serve` runs), with
     # hashed names cached for a year, compressed, by the app server itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before the first one that may read the database (sessions, users).
+    "config.middleware.DatabaseDeadlineMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -195,8 +197,11 @@ EMBEDDED_PG_SHARED_BUFFERS = envstr("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
 # shows every setting whose name does not look secret.
 database_url = envstr("DATABASE_URL", "")
 EMBEDDED_DATABASE = not database_url
+# A server of the user's: Django's backend, waiting within a request's deadline
+# as the embedded one does (runtime/postgres/deadline.py).
+REMOTE_ENGINE = "runtime.postgres.remote"
 if database_url:
-    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=60, engine=REMOTE_ENGINE)}
 else:
     DATABASES = {
         "default": {
@@ -217,7 +222,7 @@ if os.environ.get("TEST_DATABASE_NAME"):  # lets two test runs share one server
 DATABASE_REPLICAS = []
 for number, url in enumerate(envlist("DATABASE_REPLICA_URLS", ""), start=1):
     DATABASE_REPLICAS.append(alias := f"replica{number}")
-    DATABASES[alias] = dj_database_url.parse(url, conn_max_age=60) | {
+    DATABASES[alias] = dj_database_url.parse(url, conn_max_age=60, engine=REMOTE_ENGINE) | {
         "CONN_HEALTH_CHECKS": True,
         "TEST": {"MIRROR": "default"},  # tests read their own test database through it
     }
@@ -225,6 +230,17 @@ DATABASE_REPLICA_MAX_LAG = envfloat("DATABASE_REPLICA_MAX_LAG", 2.0)
 if DATABASE_REPLICAS:
     DATABASE_ROUTERS = ["runtime.postgres.replicas.ReplicaRouter"]
     MIDDLEWARE.append("config.middleware.ReadYourWritesMiddleware")
+
+# How long the database may keep anyone waiting (runtime/postgres/deadline.py,
+# docs/settings.md#timeouts). Every connection, of every process: seconds to
+# connect (libpq's connect_timeout; a DATABASE_URL's own ?connect_timeout= wins).
+# A request (REST, a page, an MCP tool call): seconds from its start it may wait
+# on the database, connecting included, then a 503; 0: no bound. Keep it below
+# SERVE_TIMEOUT. /readyz waits 3 s at most (config/health.py).
+DATABASE_CONNECT_TIMEOUT = envint("DATABASE_CONNECT_TIMEOUT", 5)
+DATABASE_REQUEST_TIMEOUT = envfloat("DATABASE_REQUEST_TIMEOUT", 30.0)
+for database in DATABASES.values():
+    database.setdefault("OPTIONS", {}).setdefault("connect_timeout", DATABASE_CONNECT_TIMEOUT)
 
 # Connection pooling, either or both, for the primary and every replica
 # (docs/deploy.md, "Connection pooling").

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
@@ -29,6 +30,7 @@ from pydantic import ConfigDict
 
 from backlog.access import active_user
 from backlog.db import database_unavailable
+from runtime.postgres import deadline
 from search import ratelimit, service
 from search.contract import (
     DatabaseUnavailable,
@@ -150,21 +152,23 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
     """(service.call's dict, False), or (REST's error body, True). Runs in a worker thread.
 
     `acting_user` is called here, after the stale connections are closed and
-    inside the error handling, because finding the user reads the database too."""
-    close_old_connections()
-    try:
-        user = acting_user()
-        ratelimit.charge(user)  # the budget REST searches count against too
-        return service.call(operation, arguments, user), False
-    except SearchError as error:
-        return error.body(), True
-    except Exception as error:
-        if database_unavailable(error):
-            return DatabaseUnavailable().body(), True
-        logger.exception("MCP %s failed", operation)
-        return error_body("internal_error", INTERNAL_ERROR), True
-    finally:
+    inside the error handling, because finding the user reads the database too.
+    A call waits on the database as long as a REST request may (runtime.postgres.deadline)."""
+    with deadline.within(settings.DATABASE_REQUEST_TIMEOUT):
         close_old_connections()
+        try:
+            user = acting_user()
+            ratelimit.charge(user)  # the budget REST searches count against too
+            return service.call(operation, arguments, user), False
+        except SearchError as error:
+            return error.body(), True
+        except Exception as error:
+            if database_unavailable(error):
+                return DatabaseUnavailable().body(), True
+            logger.exception("MCP %s failed", operation)
+            return error_body("internal_error", INTERNAL_ERROR), True
+        finally:
+            close_old_connections()
 
 
 def _acting_user(ctx: Context, default):

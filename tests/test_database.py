@@ -143,7 +143,8 @@ def test_database_url_selects_the_users_server():
         {"DATABASE_URL": url},
     )
 
-    assert out == f"django.db.backends.postgresql {connection.settings_dict['NAME']}"
+    # Django's backend, within a request's deadline (runtime/postgres/deadline.py)
+    assert out == f"runtime.postgres.remote {connection.settings_dict['NAME']}"
 
 
 @pytest.mark.slow

@@ -262,3 +262,54 @@ def test_while_the_users_server_is_down_every_surface_answers_503_and_the_next_r
     assert tool.structured_content == down["search"].body
     assert after.status == 200 and after.body["total"] == 0
     assert not tool_after.is_error and tool_after.structured_content["total"] == 0
+
+
+@contextlib.contextmanager
+def frozen(pgdata):
+    """Every process of the server at `pgdata` stopped (SIGSTOP), as on a host that
+    hangs or a VM that is paused: its socket still accepts connections, and
+    nothing answers, so only the client's own clock can end a wait."""
+    postmaster = psutil.Process(postmaster_pid(pgdata))
+    stopped = [postmaster, *postmaster.children(recursive=True)]
+    for process in stopped:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in stopped:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
+
+
+def timed(served: Served, path: str) -> tuple[Reply, float]:
+    started = time.monotonic()
+    reply = get(served, path)
+    return reply, time.monotonic() - started
+
+
+def test_while_the_users_server_is_frozen_requests_answer_503_in_their_budget_and_readyz_within_5_s(users_server):
+    """Erin's PostgreSQL hangs (every process stopped for a while). Requests used to wait
+    as long as it did (75 s, past SERVE_TIMEOUT), /readyz too. Now a request waits at
+    most DATABASE_REQUEST_TIMEOUT on the database, readyz at most 3 s, and both
+    answer 503; the first request after the server is back succeeds."""
+    url, server = users_server
+    env = {"DATABASE_URL": url, "DATABASE_REQUEST_TIMEOUT": "4", "SERVE_WORKERS": "1", "SERVE_THREADS": "2"}
+    shell("from django.core.management import call_command\ncall_command('migrate', verbosity=0)", env)
+    with serving(env, "--no-embed", "--server", "gunicorn") as served:
+        assert get(served, "/api/search?query=renewal").status == 200  # its threads hold connections now
+        assert get(served, "/readyz").status == 200
+        with frozen(server.pgdata):
+            ready, ready_took = timed(served, "/readyz")
+            search, search_took = timed(served, "/api/search?query=renewal")
+            records, records_took = timed(served, "/api/bugs")
+        after = get(served, "/api/search?query=renewal")
+        ready_after = get(served, "/readyz")
+
+    print(f"\nfrozen: /readyz {ready_took:.1f} s, /api/search {search_took:.1f} s, /api/bugs {records_took:.1f} s")
+    assert ready.status == 503 and ready.body["checks"]["database"] == "unreachable", ready
+    assert ready_took < 5
+    for reply, took in ((search, search_took), (records, records_took)):
+        assert reply.status == 503 and reply.body["error"]["code"] == "database_unavailable", reply
+        assert reply.headers["Retry-After"] == "2"
+        assert took < 4 + 1.5
+    assert after.status == 200 and ready_after.status == 200

@@ -3,15 +3,16 @@
 Settings name this package as the ENGINE when DATABASE_URL is not set. The
 server is started (or joined) on the first connection, not at import time, so
 commands that never touch the database never start it; and started again
-when a new connection finds it stopped (embedded.revive).
+when a new connection finds it stopped (embedded.revive). A request waits on
+it within its deadline (runtime.postgres.deadline), as on any server.
 """
 
 from functools import cache
 
 from django.conf import settings
-from django.db.backends.postgresql import base, client
+from django.db.backends.postgresql import client
 
-from . import embedded
+from . import deadline, embedded
 
 
 @cache
@@ -34,7 +35,7 @@ class DatabaseClient(client.DatabaseClient):
         return args, env
 
 
-class DatabaseWrapper(base.DatabaseWrapper):
+class DatabaseWrapper(deadline.DatabaseWrapper):
     client_class = DatabaseClient
 
     def get_connection_params(self):

@@ -34,8 +34,9 @@ class NotFound(SearchError):
 
 
 class DatabaseUnavailable(SearchError):
-    """The database cannot be reached: stopped, restarting or recovering from
-    a crash (backlog.db.database_unavailable tells). Nothing was changed; the
+    """The database cannot be reached: stopped, restarting, recovering from
+    a crash, or not answering within the request's time (runtime.postgres.deadline;
+    backlog.db.database_unavailable tells). Nothing was changed; the
     same request can be sent again after `retry_after` seconds."""
 
     status = 503
@@ -44,7 +45,7 @@ class DatabaseUnavailable(SearchError):
 
     def __init__(self):
         super().__init__(
-            "The database is not reachable right now (it is stopped, restarting or recovering); "
+            "The database is not reachable right now (it is stopped, restarting, recovering or not answering); "
             f"nothing was changed. Send the same request again in {self.retry_after} seconds."
         )
 
