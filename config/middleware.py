@@ -26,7 +26,7 @@ class DatabaseDeadlineMiddleware:
         seconds = settings.DATABASE_REQUEST_TIMEOUT
         with deadline.within(seconds):
             response = self.get_response(request)
-        if response.streaming:
+        if response.streaming and not response.is_async:
             response.streaming_content = deadline.each_within(response.streaming_content, seconds)
         return response
 
