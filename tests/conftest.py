@@ -24,6 +24,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from backlog.services import import_records
+from tests.citus import citus_cluster  # noqa: F401  (a session fixture: a Citus cluster on loopback)
 
 
 @pytest.fixture(scope="session", autouse=True)
