@@ -31,14 +31,19 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 # Debian packages the tests drive: Chromium for the browser tests (Playwright's
 # own download does not work on these machines), user-mode QEMU, which runs
 # the embedded PostgreSQL as CPUs without AVX-512 (tests/test_portability.py),
-# and PgBouncer, which the tests put in front of it (tests/test_pooling.py).
-# Installed once, with sudo when not root. Where they cannot be had (no apt,
-# no root or passwordless sudo: macOS, another Linux), the tests that need
-# them skip and say why; everything else runs.
+# PgBouncer, which the tests put in front of it (tests/test_pooling.py), and
+# a C compiler with the headers Citus is built with (tests/citus.py builds it
+# once from ../shared/vendor into a cache; a header is looked for as the
+# build will, by the compiler). Installed once, with sudo when not root.
+# Where they cannot be had (no apt, no root or passwordless sudo: macOS,
+# another Linux), the tests that need them skip and say why; everything else runs.
 system-packages:
 	@missing=""; test -x /usr/bin/chromium || missing=" chromium"; \
 	  command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
 	  test -x /usr/sbin/pgbouncer || missing="$$missing pgbouncer"; \
+	  command -v gcc >/dev/null || missing="$$missing build-essential"; \
+	  for header in curl/curl.h:libcurl4-openssl-dev lz4.h:liblz4-dev zstd.h:libzstd-dev; do \
+	    printf '#include <%s>\n' "$${header%%:*}" | gcc -E -x c - >/dev/null 2>&1 || missing="$$missing $${header#*:}"; done; \
 	  if [ -n "$$missing" ]; then SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 	    if command -v apt-get >/dev/null && { [ -z "$$SUDO" ] || sudo -n true 2>/dev/null; }; then \
 	      $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing \
