@@ -136,6 +136,13 @@ class SyncRun(models.Model):
     requests = models.PositiveIntegerField(default=0, help_text="HTTP requests made upstream")
     swept = models.BooleanField(default=False, help_text="whether this run looked for deletions")
     errors = models.JSONField(default=list, blank=True, help_text="the first problems, in plain words")
+    cause = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="why a failed run stopped, in one line naming hosts and paths, never records "
+        "(the dashboard shows it to the source's teams; the errors, which may name records, "
+        "to those who see every product)",
+    )
 
     class Meta:
         ordering = ["-started_at"]

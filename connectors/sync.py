@@ -160,6 +160,7 @@ def run(
             _fail(sync_run, tally, connector, started, f"upstream sent what could not be read ({_what(exc)})")
         except BaseException:
             tally.error("the sync was interrupted; the next one resumes from the last page written")
+            sync_run.cause = "the sync was interrupted"
             _finish(sync_run, tally, connector, RunStatus.FAILED, started)
             raise
         _finish(sync_run, tally, connector, RunStatus.OK, started)
@@ -170,6 +171,7 @@ def _fail(sync_run, tally, connector, started, message: str):
     if tally.fetched:
         message += "; the pages written before are kept, and the next sync resumes after them"
     tally.error(message)
+    sync_run.cause = tally.errors[-1][:500] if tally.errors else message[:500]
     _finish(sync_run, tally, connector, RunStatus.FAILED, started)
     raise SyncError(message) from None
 
@@ -237,7 +239,10 @@ class _exclusive:
         if not self.locked:
             raise SyncError(f"{self.source} is being synced by another process; wait for it to finish")
         SyncRun.objects.filter(source=self.source, status=RunStatus.RUNNING).update(
-            status=RunStatus.FAILED, finished_at=timezone.now(), errors=["stopped before it finished"]
+            status=RunStatus.FAILED,
+            finished_at=timezone.now(),
+            errors=["stopped before it finished"],
+            cause="stopped before it finished",
         )
         return self
 
@@ -262,7 +267,7 @@ def _finish(sync_run, tally, connector, status, started) -> None:
     _save_progress(sync_run, tally, connector)
     sync_run.status = status
     sync_run.finished_at = sync_run.started_at + timedelta(seconds=time.monotonic() - started)
-    sync_run.save(update_fields=["status", "finished_at"])
+    sync_run.save(update_fields=["status", "finished_at", "cause"])
 
 
 def _sweep_due(source: Source) -> bool:
