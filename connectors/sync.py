@@ -207,8 +207,9 @@ def claim_product(source: Source, product: ProductInfo) -> bool:
     the source's product key in the admin). SyncError for a product it
     neither made nor was given: a source never adopts a product by a key it
     derived from the upstream's name."""
-    made = SyncedRecord.objects.filter(source=source, kind="product", key__iexact=product.key)
-    if source.pk is not None and made.exists():
+    if source.pk is not None and (
+        SyncedRecord.objects.filter(source=source, kind="product", key__iexact=product.key).exists()
+    ):
         return True
     existing = Product.objects.filter(key__iexact=product.key).values_list("key", flat=True).first()
     if existing is None:
