@@ -401,6 +401,9 @@ SYNC_RUN_DEADLINE = envfloat("SYNC_RUN_DEADLINE", 3600.0)
 # (`sync --allow-mass-delete` lets it through): a listing cut short is not a deletion.
 SYNC_SWEEP_MAX_SHARE = envfloat("SYNC_SWEEP_MAX_SHARE", 0.2)
 SYNC_SWEEP_MIN_RECORDS = envint("SYNC_SWEEP_MIN_RECORDS", 20)
+# Citus (search/citus.py): the shards search_document is cut into when migrate
+# distributes it; 0: two a worker, at least four.
+CITUS_SHARD_COUNT = envint("CITUS_SHARD_COUNT", 0)
 # Parallel syncs under `sync --watch` (serve): one stuck source never delays the others.
 SYNC_WORKERS = envint("SYNC_WORKERS", 4)
 # Shared by every worker and app server (readyz's coverage figure,

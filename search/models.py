@@ -72,6 +72,9 @@ class Document(models.Model):
         db_table = "search_document"
         constraints = [
             models.UniqueConstraint(fields=["kind", "record_id"], name="search_document_record"),
+            # The index triggers' upsert arbiter: with the product, as Citus wants every
+            # unique constraint of a table distributed by it (search/citus.py).
+            models.UniqueConstraint(fields=["kind", "record_id", "product_id"], name="search_document_record_product"),
         ]
         indexes = [
             # Both columns in one GIN index: `search_vector @@ q AND

@@ -217,12 +217,21 @@ def _vector(weights: dict[str, list[str]]) -> str:
     return " || ".join(parts)
 
 
+#: The upsert's arbiter: a record's one index row, with the product, which
+#: Citus wants in every unique constraint of a table distributed by it
+#: (search/citus.py). A record moved to another product gets a new row (on
+#: Citus, on another shard), so its old row is deleted first (`moved_rows_sql`).
+ARBITER = "kind, record_id, product_id"
+
+
 def index_rows_sql(kind: str, source: str) -> str:
     """INSERT ... ON CONFLICT that (re)indexes every row of `source` (alias r)."""
     spec = KINDS[kind]
     columns = COLUMNS + ", search_markers"
     updates = ", ".join(
-        f"{column} = EXCLUDED.{column}" for column in columns.split(", ") if column not in ("kind", "record_id")
+        f"{column} = EXCLUDED.{column}"
+        for column in columns.split(", ")
+        if column not in ("kind", "record_id", "product_id")
     )
     return f"""
     INSERT INTO search_document ({columns})
@@ -231,22 +240,69 @@ def index_rows_sql(kind: str, source: str) -> str:
            {_vector(weighted_columns(kind))}, md5({spec["title"]} || E'\\n' || x.body)
            , {_markers(kind)}
     FROM {source} r, LATERAL (SELECT concat_ws(E'\\n', {", ".join(body_columns(kind))}) AS body) x
-    ON CONFLICT (kind, record_id) DO UPDATE SET {updates}
+    ON CONFLICT ({ARBITER}) DO UPDATE SET {updates}
     """
+
+
+def moved_rows_sql(kind: str, source: str) -> str:
+    """DELETE the index rows of `source`'s records (alias r) that name another product than theirs."""
+    return f"""
+    DELETE FROM search_document d WHERE d.kind = '{kind}' AND (d.record_id, d.product_id) IN (
+      SELECT o.record_id, o.product_id FROM search_document o
+      JOIN (SELECT r.id, {KINDS[kind]["product_id"]} AS product_id FROM {source} r) n
+        ON o.record_id = n.id AND o.product_id <> n.product_id
+      WHERE o.kind = '{kind}')
+    """
+
+
+def unindex_rows_sql(kind: str, source: str) -> str:
+    """DELETE the index rows of `source`'s records (alias r)."""
+    return f"""
+    DELETE FROM search_document d WHERE d.kind = '{kind}' AND d.record_id IN (SELECT r.id FROM {source} r)
+    """
+
+
+# On a Citus coordinator a statement that writes the distributed index cannot
+# read a trigger's transition table ("executor could not find named
+# tuplestore"): the trigger copies it into a temporary table first, and reads
+# that. Everywhere else it reads the transition table itself. The statements
+# are the same; only where they read from differs (`citus.version` is set
+# wherever the Citus library is loaded).
+ON_CITUS = "current_setting('citus.version', true) IS NOT NULL"
+
+
+def _copied(transition: str, copy: str) -> str:
+    """A copy of the transition table, dropped by the trigger when it is done (at commit if it fails)."""
+    return f"CREATE TEMPORARY TABLE {copy} ON COMMIT DROP AS SELECT * FROM {transition};"
 
 
 def create_triggers_sql(kind: str) -> str:
     table = KINDS[kind]["table"]
+    copy = f"search_rows_{kind}"
     return f"""
     CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      {index_rows_sql(kind, "new_rows")};
+      IF {ON_CITUS} THEN
+        {_copied("new_rows", copy)}
+        {moved_rows_sql(kind, copy)};
+        {index_rows_sql(kind, copy)};
+        DROP TABLE {copy};
+      ELSE
+        {moved_rows_sql(kind, "new_rows")};
+        {index_rows_sql(kind, "new_rows")};
+      END IF;
       RETURN NULL;
     END $$;
 
     CREATE OR REPLACE FUNCTION search_unindex_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      DELETE FROM search_document d USING old_rows r WHERE d.kind = '{kind}' AND d.record_id = r.id;
+      IF {ON_CITUS} THEN
+        {_copied("old_rows", copy)}
+        {unindex_rows_sql(kind, copy)};
+        DROP TABLE {copy};
+      ELSE
+        {unindex_rows_sql(kind, "old_rows")};
+      END IF;
       RETURN NULL;
     END $$;
 

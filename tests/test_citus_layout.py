@@ -1,0 +1,205 @@
+"""The service on a Citus cluster: migrate lays the index out, and every write path keeps it.
+
+The story: a host that serves many QA teams outgrew one machine. Its
+operator points DATABASE_URL at the coordinator of a Citus cluster (two
+workers, tests/citus.py) and runs migrate: the index is distributed by
+product, the rest stays on the coordinator, and migrate says so. Then the
+records come in every way they do on one server (an import, the demo,
+admin-style edits, a product change, deletions, a Jira sync with its
+deletions and moves, the embedding worker), and each record has exactly
+its one index row, on its product's shard. A second host that grew on one
+server moves its database over and distributes it with one command.
+
+Django in this process is bound to the plain test database, so the
+service runs against the cluster in child processes (`manage.py`, with
+DATABASE_URL at a database of the cluster), as an operator runs it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from tests.conftest import TRAMLINE, VAT_BUG, jsonl
+from tests.upstream.jira import FakeJira
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(url: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "DEBUG": "false", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def shell(url: str, code: str) -> object:
+    """Run `code` with Django set up against `url`; what it prints last, as JSON."""
+    out = manage(url, "shell", "-c", code).stdout.strip().splitlines()
+    return json.loads(out[-1])
+
+
+INDEXED = """
+import json
+from django.db import connection
+with connection.cursor() as c:
+    c.execute(
+        "SELECT d.kind, d.key, p.key, d.title FROM search_document d JOIN backlog_product p ON p.id = d.product_id"
+    )
+    print(json.dumps(sorted(c.fetchall())))
+"""
+
+RECORDS = """
+import json
+from backlog.models import Bug, Feature, Product, QATest
+rows = [("product", p.key, p.key, p.name) for p in Product.objects.all()]
+for kind, model in (("feature", Feature), ("test", QATest), ("bug", Bug)):
+    for r in model.objects.select_related("product"):
+        rows.append((kind, r.key, r.product.key, getattr(r, "name", None) or r.title))
+print(json.dumps(sorted(rows)))
+"""
+
+
+def in_step(url: str) -> list:
+    """Every record's one index row, with its product and title: the index as the records say."""
+    indexed, records = shell(url, INDEXED), shell(url, RECORDS)
+    assert indexed == records
+    return indexed
+
+
+@pytest.fixture(scope="module")
+def host(citus_cluster):
+    """A database of the cluster, migrated: the Citus layout migrate makes."""
+    citus_cluster.create_database("host")
+    migrated = manage(citus_cluster.url(database="host"), "migrate", "--no-input")
+    yield citus_cluster, citus_cluster.url(database="host"), migrated.stdout
+
+
+def test_migrate_distributes_the_index_by_product_and_says_what_it_did(host):
+    cluster, url, said = host
+
+    assert "Citus: " in said and "search_document distributed by product_id: 4 shards on 2 node(s)" in said
+    distributed = cluster.sql("coordinator", "SELECT logicalrelid::text FROM pg_dist_partition", database="host")
+    assert distributed == [("search_document",)]  # the record tables and the rest stay on the coordinator
+    constraints = cluster.sql(
+        "coordinator",
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = 'search_document'::regclass AND contype IN ('p', 'u') ORDER BY conname",
+        database="host",
+    )
+    assert constraints == [
+        ("search_document_pkey", "PRIMARY KEY (id, product_id)"),
+        ("search_document_record_product", "UNIQUE (kind, record_id, product_id)"),
+    ]
+    assert "distributed by product_id already" in manage(url, "distribute").stdout  # idempotent
+
+
+def test_every_write_path_keeps_one_index_row_a_record_on_its_products_shard(host, tmp_path):
+    cluster, url, _ = host
+    records = tmp_path / "tramline.jsonl"
+    records.write_text(jsonl(*TRAMLINE, VAT_BUG))
+
+    manage(url, "seed_demo", "--records", "300", "--no-progress")
+    manage(url, "import_records", str(records), "--no-progress")  # over some of the demo's keys: updates
+    shell(
+        url,
+        """
+from backlog.models import Bug, Product, QATest
+Bug.objects.filter(key="BUG-20").update(title="Invoice PDF has the wrong VAT total on the cluster")
+bug = Bug.objects.get(key="BUG-1")  # a record moved to another product: its row changes shard
+bug.product = Product.objects.get(key="PRD-2")
+bug.feature = None
+bug.save()
+QATest.objects.filter(product__key="PRD-1").update(status="archived")
+Bug.objects.filter(key__in=list(Bug.objects.order_by("-id").values_list("key", flat=True)[:5])).delete()
+print(1)
+""",
+    )
+
+    rows = in_step(url)
+    assert ["bug", "BUG-1", "PRD-2"] in [row[:3] for row in rows]
+    assert ["bug", "BUG-20", "PRD-2", "Invoice PDF has the wrong VAT total on the cluster"] in rows
+    placed = cluster.sql(
+        "coordinator",
+        "SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'search_document'::regclass "
+        "AND shard_size > 0",
+        database="host",
+    )
+    assert placed == [(2,)]  # ten products over both workers
+    moved = cluster.sql("coordinator", "SELECT count(*) FROM search_document WHERE key = 'BUG-1'", database="host")
+    assert moved == [(1,)]
+
+    manage(url, "embed", "--no-progress")
+    missing = cluster.sql(
+        "coordinator", "SELECT count(*) FROM search_document WHERE embedding IS NULL", database="host"
+    )
+    assert missing == [(0,)]
+
+
+def test_a_jira_sync_with_edits_deletions_and_moves_keeps_the_index_in_step(host, monkeypatch):
+    _, url, _ = host
+    jira = FakeJira.from_gitbugs(40)
+    jira.projects["HDFS"] = {"id": "10020", "key": "HDFS", "name": "HDFS", "description": ""}
+    jira.start()
+    credentials = {"JIRA_EMAIL": jira.email, "JIRA_API_TOKEN": jira.token}
+    try:
+        first = manage(url, "sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress", env=credentials)
+        keys = sorted((issue["key"] for issue in jira.issues.values()), key=lambda k: int(k.split("-")[1]))
+        jira.edit(keys[0], summary="Balancer hangs when a datanode is decommissioned")
+        jira.delete(keys[1])
+        jira.move(keys[2], "HDFS")
+        jira.add("Checksum error after an upgrade to 3.4", "Reading any file fails after the upgrade.")
+        second = manage(url, "sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress", env=credentials)
+    finally:
+        jira.stop()
+
+    assert "created 40" in first.stdout and "created 1, updated 1, deleted 2" in second.stdout
+    rows = in_step(url)
+    hadoop = {key: title for kind, key, product, title in rows if product == "HADOOP" and kind == "bug"}
+    assert len(hadoop) == 39 and hadoop[keys[0]] == "Balancer hangs when a datanode is decommissioned"
+    assert keys[1] not in hadoop and keys[2] not in hadoop
+
+
+def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_cluster):
+    """Migrated and filled before Citus was there (as after a pg_restore onto a new
+    coordinator), then `manage.py distribute`: the same rows, now on the shards."""
+    cluster, name = citus_cluster, "grown"
+    for node in cluster.nodes:
+        cluster.sql(node, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)), database="postgres")
+        for extension in ("vector", "pg_trgm"):
+            cluster.sql(node, sql.SQL("CREATE EXTENSION {}").format(sql.Identifier(extension)), database=name)
+    url = cluster.url(database=name)
+    said = manage(url, "migrate", "--no-input").stdout
+    assert "Citus" not in said  # no citus here yet: a plain server's layout
+    manage(url, "seed_demo", "--records", "400", "--no-progress")
+    before = in_step(url)
+    for node in cluster.nodes:
+        cluster.sql(node, "CREATE EXTENSION citus", database=name)
+    cluster.sql(
+        "coordinator",
+        "SELECT citus_set_coordinator_host('127.0.0.1', %s)",
+        [cluster.ports["coordinator"]],
+        database=name,
+    )
+    for worker in cluster.workers:
+        cluster.sql("coordinator", "SELECT citus_add_node('127.0.0.1', %s)", [cluster.ports[worker]], database=name)
+
+    out = manage(url, "distribute").stdout
+
+    assert "search_document distributed by product_id: 4 shards on 2 node(s)" in out
+    assert "400 index rows; writes to search_document waited for" in out
+    assert in_step(url) == before
+    local = cluster.sql("coordinator", "SELECT pg_relation_size('search_document')", database=name)
+    assert local == [(0,)]  # the rows moved into the shards; the coordinator's own table is an empty shell
+    manage(url, "seed_demo", "--records", "450", "--seed", "1", "--no-progress")  # and writes go on
+    assert len(in_step(url)) > 400
