@@ -23,7 +23,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from backlog.db import database_unavailable
-from search.contract import DatabaseUnavailable, SearchError, error_body
+from search.contract import SearchError, error_body, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class TooLarge(exceptions.APIException):
 
 def exception_handler(exc, context):
     if database_unavailable(exc):
-        exc = DatabaseUnavailable()
+        exc = unavailable(exc)
     if isinstance(exc, SearchError):
         return Response(exc.body(), status=exc.status, headers=exc.headers())
     if isinstance(exc, RequestDataTooBig):

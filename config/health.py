@@ -12,7 +12,7 @@ a login, so neither says anything of the records: no counts, no keys.
 
 import math
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
@@ -63,6 +63,19 @@ def sources_check() -> str:
     return "ok" if not overdue else f"{overdue} of {scheduled} scheduled source(s) not synced within their schedule"
 
 
+def cluster_check() -> str | None:
+    """On a Citus coordinator, whether every worker answers; None on one server.
+    A worker down fails the searches that need its shards (a 503 saying the
+    cluster is degraded) but not the others, so it is reported, not unready."""
+    from search import citus
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not citus.installed(cursor):
+            return None
+        down = citus.unreachable_workers(cursor)
+    return f"degraded: worker {', '.join(down)} not reachable" if down else "ok"
+
+
 @never_cache
 @require_safe
 def readyz(request):
@@ -80,8 +93,12 @@ def readyz(request):
             worker = worker_health(0)  # a query: it asks the database every time
             checks["database"] = "ok" if _migrated else f"{len(pending)} migration(s) not applied: run migrate"
             checks["embedding_worker"] = worker.state if worker else "not supervised"
+            if (cluster := cluster_check()) is not None:
+                checks["cluster"] = cluster
             if _migrated:  # their tables may not be there yet
-                checks["embeddings"] = embeddings_check()
+                # Coverage reads the index, whose shards a worker down leaves incomplete.
+                degraded = cluster not in (None, "ok")
+                checks["embeddings"] = "unknown while the cluster is degraded" if degraded else embeddings_check()
                 checks["sources"] = sources_check()
     except DatabaseError as exc:
         checks["database"] = "unreachable" if database_unavailable(exc) else "failing"

@@ -7,7 +7,7 @@ from django.http import JsonResponse
 
 from backlog.db import database_unavailable
 from runtime.postgres import deadline, replicas
-from search.contract import DatabaseUnavailable, error_body
+from search.contract import error_body, unavailable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -47,7 +47,7 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request, exception):
         if not database_unavailable(exception):
             return None
-        error = DatabaseUnavailable()
+        error = unavailable(exception)
         return JsonResponse(error.body(), status=error.status, headers=error.headers())
 
 

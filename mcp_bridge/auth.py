@@ -16,7 +16,7 @@ from mcp.server.auth.provider import AccessToken
 from rest_framework.authtoken.models import Token
 
 from backlog.db import database_unavailable
-from search.contract import DatabaseUnavailable
+from search.contract import DatabaseUnavailable, unavailable
 
 
 class DrfTokenVerifier:
@@ -25,7 +25,7 @@ class DrfTokenVerifier:
             user_id = await anyio.to_thread.run_sync(user_for_token, token)
         except DatabaseError as exc:
             if database_unavailable(exc):
-                raise DatabaseUnavailable() from None
+                raise unavailable(exc) from None
             raise
         if user_id is None:
             return None

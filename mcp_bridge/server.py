@@ -33,13 +33,13 @@ from backlog.db import database_unavailable
 from runtime.postgres import deadline
 from search import ratelimit, service
 from search.contract import (
-    DatabaseUnavailable,
     DuplicateCheckResponse,
     GetResponse,
     SearchError,
     SearchResponse,
     TimelineResponse,
     error_body,
+    unavailable,
 )
 
 from .auth import DrfTokenVerifier
@@ -164,7 +164,7 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
             return error.body(), True
         except Exception as error:
             if database_unavailable(error):
-                return DatabaseUnavailable().body(), True
+                return unavailable(error).body(), True
             logger.exception("MCP %s failed", operation)
             return error_body("internal_error", INTERNAL_ERROR), True
         finally:

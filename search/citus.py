@@ -126,3 +126,13 @@ def propagate_settings(cursor) -> None:
     cursor.execute("SELECT current_database()")
     database = cursor.fetchone()[0].replace('"', '""')
     cursor.execute(f"ALTER DATABASE \"{database}\" SET citus.propagate_set_commands = 'local'")
+
+
+def unreachable_workers(cursor) -> list[str]:
+    """The workers that do not answer now, as host:port (readyz names them).
+    Each is given two seconds to connect: a stopped one refuses at once."""
+    cursor.execute("SET LOCAL citus.node_connection_timeout = 2000")
+    cursor.execute(
+        "SELECT nodename || ':' || nodeport FROM run_command_on_workers('SELECT 1') WHERE NOT success ORDER BY 1"
+    )
+    return [row[0] for row in cursor.fetchall()]

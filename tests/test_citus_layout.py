@@ -203,3 +203,37 @@ def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_clus
     assert local == [(0,)]  # the rows moved into the shards; the coordinator's own table is an empty shell
     manage(url, "seed_demo", "--records", "450", "--seed", "1", "--no-progress")  # and writes go on
     assert len(in_step(url)) > 400
+
+
+OUTAGE = """
+import json
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.authtoken.models import Token
+user, _ = User.objects.get_or_create(username="reader")
+token, _ = Token.objects.get_or_create(user=user)
+client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
+search = client.get("/api/search", {"query": "crash", "mode": "keyword"})
+ready = Client(HTTP_HOST="localhost").get("/readyz")
+print(json.dumps({
+    "status": search.status_code, "retry_after": search.headers.get("Retry-After"), "body": search.json(),
+    "ready": ready.status_code, "checks": ready.json()["checks"],
+}))
+"""
+
+
+def test_a_worker_down_is_a_503_that_says_the_cluster_is_degraded_and_readyz_names_it(host):
+    cluster, url, _ = host
+    port = cluster.ports["worker2"]
+    cluster.stop("worker2")
+    try:
+        down = shell(url, OUTAGE)
+    finally:
+        cluster.start("worker2")
+    back = shell(url, OUTAGE)
+
+    assert (down["status"], down["retry_after"], down["body"]["error"]["code"]) == (503, "5", "cluster_degraded")
+    assert "Part of the database cluster is not reachable" in down["body"]["error"]["message"]
+    assert "Traceback" not in json.dumps(down) and str(port) not in json.dumps(down["body"])
+    assert down["ready"] == 200 and down["checks"]["cluster"] == f"degraded: worker 127.0.0.1:{port} not reachable"
+    assert back["status"] == 200 and back["checks"]["cluster"] == "ok", back  # by itself, once the worker is back

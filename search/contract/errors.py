@@ -50,6 +50,30 @@ class DatabaseUnavailable(SearchError):
         )
 
 
+class ClusterDegraded(DatabaseUnavailable):
+    """On a Citus cluster, a worker node holding some of the records cannot be
+    reached (stopped, restarting, cut off): the request could not be answered
+    whole. /readyz names the node; the coordinator reconnects by itself once
+    the node is back, so the same request passes again then."""
+
+    code = "cluster_degraded"
+    retry_after = 5
+
+    def __init__(self):
+        SearchError.__init__(
+            self,
+            "Part of the database cluster is not reachable (a worker node is stopped or restarting), so this "
+            f"request could not be answered whole; nothing was changed. Send the same request again in "
+            f"{self.retry_after} seconds.",
+        )
+
+
+def unavailable(error: BaseException) -> DatabaseUnavailable:
+    """The 503 for an error that says the database cannot be reached: the cluster's
+    when a Citus worker is the one that cannot (its words: "connection to the remote node")."""
+    return ClusterDegraded() if "remote node" in str(error) else DatabaseUnavailable()
+
+
 class SemanticUnavailable(SearchError):
     """mode=semantic when no vector can be compared: none computed yet, or
     no embedding model can run. Not the caller's fault, and it passes once
