@@ -17,7 +17,7 @@ from search import db
 from search.indexing.embeddings import TOKENIZER_PATH
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
-from search.ranking import facets, statistics
+from search.ranking import facets, layout, statistics
 from search.ranking.rows import ArmResult
 
 TYPO_SIMILARITY = 0.5  # pg_trgm word_similarity a title must reach
@@ -101,11 +101,11 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
             WHERE {scope.words(f"to_tsquery('simple', quote_literal(%(stem{i})s))")} AND ({scope.where}))"""
         for i in range(len(stems))
     )
-    # Both settings in one round trip (a statement without parameters may hold several).
-    cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off")
+    # Both settings in one round trip (layout.set_local: on Citus, on the shards too).
+    layout.set_local(cursor, "enable_seqscan = off", "enable_indexscan = off")
     cursor.execute(f"SELECT ARRAY[{found}]", {**{f"stem{i}": stem for i, stem in enumerate(stems)}, **scope.params})
     there = dict(zip(stems, cursor.fetchone()[0], strict=True))
-    cursor.execute("SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = on")
+    layout.set_local(cursor, "enable_seqscan = on", "enable_indexscan = on")
     for word, word_stems in probed.items():
         if stem := next((stem for stem in word_stems if there[stem]), None):
             corrections[word] = stem
@@ -127,9 +127,9 @@ def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
 
 def _similarity_threshold(cursor) -> None:
     """pg_trgm's threshold for this transaction. A SET LOCAL statement, not
-    set_config(): Citus passes SET LOCAL on to the workers
-    (citus.propagate_set_commands = 'local'), never a function's effect."""
-    cursor.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {float(TYPO_SIMILARITY)}")
+    set_config(): Citus passes SET LOCAL on to the workers (layout.set_local),
+    never a function's effect."""
+    layout.set_local(cursor, f"pg_trgm.word_similarity_threshold = {float(TYPO_SIMILARITY)}")
 
 
 def _closest(word: str, titles: list[str]) -> str | None:
