@@ -24,17 +24,35 @@ from search.contract import (
 )
 from search.models import Document
 from search.operations import snippets
+from search.ranking import layout
 
 REF_FIELDS = ("kind", "key", "title", "status", "severity", "created_at", "updated_at")
 
 
 def _documents(user) -> QuerySet:
-    """The index rows `user` may see, with their product's and feature's keys."""
-    return visible(Document.objects.all(), user).annotate(
+    """The index rows `user` may see (`_with_keys` reads their product's and feature's keys)."""
+    documents = visible(Document.objects.all(), user).annotate(upper_key=Upper("key"))
+    if layout.distributed():
+        return documents
+    return documents.annotate(
         product_key=Subquery(Product.objects.filter(id=OuterRef("product_id")).values("key")),
         feature_key=Subquery(Feature.objects.filter(id=OuterRef("feature_id")).values("key")),
-        upper_key=Upper("key"),
     )
+
+
+def _with_keys(documents: QuerySet, *fields: str) -> list[dict]:
+    """`fields` of `documents` (from _documents) with product_key and feature_key.
+    One server joins the keys into the same statement; on a distributed index
+    the record tables stay on the coordinator, and Citus cannot run a subquery
+    of theirs for each shard's row: their keys are read after, by id."""
+    if not layout.distributed():
+        return list(documents.values(*fields, "product_key", "feature_key"))
+    rows = list(documents.values(*fields))
+    products = dict(Product.objects.filter(id__in={r["product_id"] for r in rows}).values_list("id", "key"))
+    features = dict(Feature.objects.filter(id__in={r["feature_id"] for r in rows}).values_list("id", "key"))
+    for row in rows:
+        row["product_key"], row["feature_key"] = products.get(row["product_id"]), features.get(row["feature_id"])
+    return rows
 
 
 def _ref(row: dict) -> RecordRef:
@@ -43,10 +61,10 @@ def _ref(row: dict) -> RecordRef:
 
 def get(request: GetRequest, user) -> GetResponse:
     wanted = list(dict.fromkeys(request.keys))
-    fields = ("id", *REF_FIELDS, "record_id", "product_id", "feature_id", "product_key", "feature_key")
+    fields = ("id", *REF_FIELDS, "record_id", "product_id", "feature_id")
     rows = {
         row["key"].upper(): row
-        for row in _documents(user).filter(upper_key__in=[k.upper() for k in wanted]).values(*fields)
+        for row in _with_keys(_documents(user).filter(upper_key__in=[k.upper() for k in wanted]), *fields)
     }
     found = [rows[k.upper()] for k in wanted if k.upper() in rows]
     contents = snippets.page_documents([row["id"] for row in found]) if request.include_content and found else {}
@@ -127,10 +145,11 @@ def _related(row: dict, user) -> dict[str, Related]:
 
 
 def timeline(request: TimelineRequest, user) -> TimelineResponse:
-    fields = ("id", *REF_FIELDS, "product_id", "feature_id", "product_key", "feature_key")
-    row = _documents(user).filter(upper_key=request.key.upper()).values(*fields).first()
-    if row is None:
+    fields = ("id", *REF_FIELDS, "product_id", "feature_id")
+    found = _with_keys(_documents(user).filter(upper_key=request.key.upper()).order_by("id")[:1], *fields)
+    if not found:
         raise NotFound.no_record(request.key)
+    row = found[0]
     within = request.within if row["feature_id"] is not None else "product"
     if within == "feature":
         neighbours, scope_key = Document.objects.filter(feature_id=row["feature_id"]), row["feature_key"]

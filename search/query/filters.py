@@ -15,7 +15,9 @@ dates are bounds.
 from dataclasses import dataclass
 from datetime import datetime
 
+from search import db
 from search.indexing.sql import tokens_for, tokens_tsquery
+from search.ranking import layout
 
 
 @dataclass(frozen=True)
@@ -65,15 +67,40 @@ def narrowed(scope, chosen: dict[tuple[str, bool], list], prefix: str):
                 tokens = tokens_tsquery(tokens_for(spec.column, values))
                 scope = scope.narrowed(f"NOT (d.search_markers @@ %({name})s::tsquery)", **{name: tokens})
         elif spec.kind == "key":
-            condition = f"d.{spec.column} IN (SELECT id FROM {_KEY_TABLES[spec.column]} WHERE key = ANY(%({name})s))"
-            if exclude:
-                condition = f"NOT coalesce({condition}, false)"
-            scope = scope.narrowed(condition, **{name: list(values)})
+            if layout.distributed():
+                condition, params = _by_id(spec.column, list(values), name, exclude)
+            else:
+                table = _KEY_TABLES[spec.column]
+                condition = f"d.{spec.column} IN (SELECT id FROM {table} WHERE key = ANY(%({name})s))"
+                params = {name: list(values)}
+                if exclude:
+                    condition = f"NOT coalesce({condition}, false)"
+            scope = scope.narrowed(condition, **params)
         else:  # times that all hold (never excluded)
             operator = ">=" if spec.kind == "after" else "<="
             times = {f"{name}_{i}": _time(value) for i, value in enumerate(values)}
             scope = scope.narrowed(" AND ".join(f"d.{spec.column} {operator} %({t})s" for t in times), **times)
     return scope
+
+
+def _by_id(column: str, keys: list[str], name: str, exclude: bool) -> tuple[str, dict]:
+    """A product or feature filter on a distributed index: the keys' ids read
+    first (the record tables stay on the coordinator), so that the filter is
+    a condition on the index's own columns. A subquery of a local table
+    would be a subplan of its own in every statement, and its products
+    would prune no shard; a feature's product prunes them too."""
+    product = "id" if column == "product_id" else "product_id"
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT id, {product} FROM {_KEY_TABLES[column]} WHERE key = ANY(%s)", [keys])
+        rows = cursor.fetchall()
+    ids, products = [row[0] for row in rows], sorted({row[1] for row in rows})
+    condition = f"d.{column} = ANY(%({name})s::bigint[])"
+    if exclude:
+        return f"NOT coalesce({condition}, false)", {name: ids}
+    if column == "product_id":
+        return condition, {name: ids}
+    within = f"d.product_id = ANY(%({name}_products)s::bigint[])"
+    return f"{condition} AND {within}", {name: ids, f"{name}_products": products}
 
 
 def _time(value) -> datetime:

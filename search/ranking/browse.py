@@ -12,8 +12,17 @@ from search import db
 from search.indexing.sql import tokens_for, tokens_tsquery
 from search.models import Kind
 from search.query.scope import Scope
-from search.ranking import config, facets, sampling, statistics
-from search.ranking.rows import ArmResult, best_rows_json, info_columns, info_params, parse_ranked, ranked_json
+from search.ranking import config, facets, layout, sampling, statistics
+from search.ranking.rows import (
+    GATHERED_COLUMNS,
+    ArmResult,
+    best_rows_json,
+    gather,
+    info_columns,
+    info_params,
+    parse_ranked,
+    ranked_json,
+)
 
 # Every record has one of these: a listing's "match everything" for the sampler.
 ANY_KIND = tokens_tsquery(tokens_for("kind", Kind.values))
@@ -30,40 +39,53 @@ def newest(scope: Scope, depth: int) -> ArmResult:
     product or date keeps, would rather read every one of them and sort."""
     cap = config.current().exact_limit
     params = {**scope.params, **info_params(), "cap": cap, "depth": depth}
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH m AS MATERIALIZED (
-                SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity,
-                       extract(epoch FROM d.created_at)::float8 AS score
-                FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1
-            ), n AS (SELECT count(*) AS c FROM m)
-            SELECT (SELECT c FROM n),
-                   CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
-                   CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
-            """,
+    created = "extract(epoch FROM d.created_at)::float8"
+    if layout.distributed():  # the records themselves, gathered (rows.gather)
+        count, facet_rows, ranked, info = gather(
+            f"SELECT {GATHERED_COLUMNS}, {created} AS score, {info_columns('d')} "
+            f"FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1",
             params,
+            depth,
         )
-        count, facet_rows, rows = cursor.fetchone()
-    if count <= cap:
-        return ArmResult(_unscored(rows), count, True, facets.from_rows(facet_rows), "", parse_ranked(rows)[1])
+        if count <= cap:
+            return ArmResult(_unscored(ranked), count, True, facets.from_rows(facet_rows), "", info)
+    else:
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH m AS MATERIALIZED (
+                    SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {created} AS score
+                    FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1
+                ), n AS (SELECT count(*) AS c FROM m)
+                SELECT (SELECT c FROM n),
+                       CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
+                       CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
+                """,
+                params,
+            )
+            count, facet_rows, rows = cursor.fetchone()
+        if count <= cap:
+            ranked, info = parse_ranked(rows)
+            return ArmResult(_unscored(ranked), count, True, facets.from_rows(facet_rows), "", info)
+    newest_rows = f"FROM search_document d WHERE {scope.where} ORDER BY d.created_at DESC, d.id LIMIT %(depth)s"
     with db.atomic(), db.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_bitmapscan = off")
-        cursor.execute(
-            f"""SELECT {ranked_json("r")} FROM (
-                    SELECT d.id, extract(epoch FROM d.created_at)::float8 AS score, {info_columns("d")}
-                    FROM search_document d WHERE {scope.where} ORDER BY d.created_at DESC, d.id LIMIT %(depth)s) r""",
-            params,
-        )
-        rows = cursor.fetchone()[0]
+        layout.set_local(cursor, "enable_bitmapscan = off")
+        if layout.distributed():
+            _, _, ranked, info = gather(
+                f"SELECT {GATHERED_COLUMNS}, {created} AS score, {info_columns('d')} {newest_rows}", params, depth
+            )
+        else:
+            newest = f"SELECT d.id, {created} AS score, {info_columns('d')} {newest_rows}"
+            cursor.execute(f"SELECT {ranked_json('r')} FROM ({newest}) r", params)
+            ranked, info = parse_ranked(cursor.fetchone()[0])
     # No estimate of the records a product, feature or date keeps: the sample starts small and grows.
     share = statistics.filter_share(scope)
     n, _ = statistics.corpus(scope.products)
     expected = max(cap + 1, n * share) if share is not None else n
     total, counts, exact = sampling.sample_matches(ANY_KIND, scope, expected, column="search_markers")
-    return ArmResult(_unscored(rows), max(total, cap + 1), exact, counts, "", parse_ranked(rows)[1])
+    return ArmResult(_unscored(ranked), max(total, cap + 1), exact, counts, "", info)
 
 
-def _unscored(rows) -> list[tuple[int, float]]:
+def _unscored(ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """The ranked ids: the order is the answer, and a creation time is no score to show."""
-    return [(doc_id, 0.0) for doc_id, _ in parse_ranked(rows)[0]]
+    return [(doc_id, 0.0) for doc_id, _ in ranked]

@@ -8,6 +8,7 @@ once, for the response.
 
 from search import db
 from search.contract import FacetCount, Facets
+from search.ranking import layout
 
 Counts = dict[str, dict[str, int]]
 NAMES = ("kind", "product", "status", "severity")
@@ -23,6 +24,18 @@ FACETS_SQL = """
                  coalesce(kind, product_id::text, status, severity) AS value, count(*) AS c
           FROM {source} GROUP BY GROUPING SETS ((kind), (product_id), (status), (severity))) g
 """
+
+
+def grouped(rows) -> list[tuple[str, str, int]]:
+    """FACETS_SQL's rows, counted here from the (kind, product_id, status,
+    severity) `rows` themselves: for rows gathered from a distributed
+    table's shards, which Citus would otherwise group in a step of its own."""
+    counts: dict[tuple[str, str], int] = {}
+    for kind, product_id, status, severity in rows:
+        for facet, value in (("kind", kind), ("product", product_id), ("status", status), ("severity", severity)):
+            if value is not None:
+                counts[facet, str(value)] = counts.get((facet, str(value)), 0) + 1
+    return [(facet, value, count) for (facet, value), count in counts.items()]
 
 
 def empty() -> Counts:
@@ -57,14 +70,12 @@ def of_rows(ids: list[int]) -> Counts:
     """Facets of the given index rows."""
     if not ids:
         return empty()
-    # The rows first (a CTE), then the grouping sets over them: Citus runs
-    # GROUPING SETS over what it has gathered, not over a distributed table.
+    rows = "SELECT kind, product_id, status, severity FROM search_document WHERE id = ANY(%(ids)s)"
     with db.cursor() as cursor:
-        cursor.execute(
-            "WITH x AS MATERIALIZED (SELECT kind, product_id, status, severity FROM search_document "
-            f"WHERE id = ANY(%(ids)s)) {FACETS_SQL.format(source='x')}",
-            {"ids": ids},
-        )
+        if layout.distributed():  # the rows, grouped here (Citus would group them in a subplan of its own)
+            cursor.execute(rows, {"ids": ids})
+            return from_rows(grouped(cursor.fetchall()))
+        cursor.execute(f"WITH x AS MATERIALIZED ({rows}) {FACETS_SQL.format(source='x')}", {"ids": ids})
         return from_rows(cursor.fetchone()[0])
 
 

@@ -22,8 +22,16 @@ from dataclasses import dataclass
 from search import db
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
-from search.ranking import config, facets, sampling, statistics
-from search.ranking.rows import ArmResult, best_rows_json, info_params, parse_ranked
+from search.ranking import config, facets, layout, sampling, statistics
+from search.ranking.rows import (
+    GATHERED_COLUMNS,
+    ArmResult,
+    best_rows_json,
+    gather,
+    info_columns,
+    info_params,
+    parse_ranked,
+)
 
 
 @dataclass(frozen=True)
@@ -124,26 +132,35 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     # The score is computed in the one pass over the matches: carrying each
     # row's search_vector out of the scan to rank it later cost more.
     score, params = score_sql(plan, "d")
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH m AS MATERIALIZED (
-                SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
-                FROM search_document d
-                WHERE {scope.words("%(match)s::tsquery")} AND ({scope.where})
-                LIMIT %(cap)s::int + 1
-            ), n AS (SELECT count(*) AS c FROM m)
-            SELECT
-                (SELECT c FROM n),
-                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
-                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END,
-                CASE WHEN (SELECT c FROM n) > %(cap)s THEN ({PAGES_READ_SQL}) END
-            """,
-            {**params, **scope.params, **info_params(), "match": plan.match, "cap": cap, "depth": depth},
+    params = {**params, **scope.params, **info_params(), "match": plan.match, "cap": cap, "depth": depth}
+    matches = f"FROM search_document d WHERE {scope.words('%(match)s::tsquery')} AND ({scope.where})"
+    if layout.distributed():  # the matches themselves, each with its score and info (rows.gather)
+        count, facet_rows, ranked, info = gather(
+            f"SELECT {GATHERED_COLUMNS}, {score} AS score, {info_columns('d')} {matches} LIMIT %(cap)s::int + 1",
+            params,
+            depth,
         )
-        count, facet_rows, rows, pages = cursor.fetchone()
-    if count <= cap:
+        pages = None  # no page order to extrapolate from (PAGES_READ_SQL)
+    else:
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"""
+                WITH m AS MATERIALIZED (
+                    SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
+                    {matches}
+                    LIMIT %(cap)s::int + 1
+                ), n AS (SELECT count(*) AS c FROM m)
+                SELECT
+                    (SELECT c FROM n),
+                    CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
+                    CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END,
+                    CASE WHEN (SELECT c FROM n) > %(cap)s THEN ({PAGES_READ_SQL}) END
+                """,
+                params,
+            )
+            count, facet_rows, rows, pages = cursor.fetchone()
         ranked, info = parse_ranked(rows)
+    if count <= cap:
         return ArmResult(ranked, count, True, facets.from_rows(facet_rows), plan.match, info)
     # Broad after all: rank a bounded candidate set, estimate total and facets.
     return _broad(plan, scope, depth, max(expected, cap + 1, _extrapolated(count, pages)), above_cap=True)
@@ -151,7 +168,9 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
 
 # The table's pages, and how far into them the exact attempt read to find
 # its cap + 1 matches. The GIN index answers through a bitmap, which reads
-# the table in page order; `(ctid::text::point)[0]` is a row's page.
+# the table in page order; `(ctid::text::point)[0]` is a row's page. Not on a
+# distributed table: each shard reads its own pages, the coordinator's table
+# has none, and the cap + 1 rows come from whichever shards answered first.
 PAGES_READ_SQL = """
     SELECT json_build_array(
         (SELECT relpages FROM pg_class WHERE oid = 'search_document'::regclass),
@@ -274,28 +293,35 @@ def _recent_candidates(plan: Plan, scope: Scope, depth: int, matches: float):
 def rank_candidates(plan: Plan, scope: Scope, source: Source, limit: int, depth: int):
     """Score at most `limit` matches picked by `source`; the best `depth` of
     them, their RowInfo, and how many were scored."""
-    score, params = score_sql(plan, "x")
+    params = {
+        **source.params,
+        **scope.params,
+        **info_params(),
+        "match": plan.match,
+        "limit": limit,
+        "depth": depth,
+    }
+    picked = f"""FROM search_document d
+        WHERE {source.condition} {scope.words("%(match)s::tsquery")} AND ({scope.where})
+        {source.order} LIMIT %(limit)s"""
+    if layout.distributed():  # the picked rows scored where they are, gathered (rows.gather)
+        score, scores = score_sql(plan, "d")
+        found, _, ranked, info = gather(
+            f"SELECT {GATHERED_COLUMNS}, {score} AS score, {info_columns('d')} {picked}", {**params, **scores}, depth
+        )
+        return ranked, info, found
+    score, scores = score_sql(plan, "x")
     with db.cursor() as cursor:
         cursor.execute(
             f"""
             WITH c AS MATERIALIZED (
                 SELECT x.id, x.tid, {score} AS score FROM (
-                    SELECT d.id, d.ctid AS tid, d.search_vector FROM search_document d
-                    WHERE {source.condition} {scope.words("%(match)s::tsquery")} AND ({scope.where})
-                    {source.order} LIMIT %(limit)s
+                    SELECT d.id, d.ctid AS tid, d.search_vector {picked}
                 ) x
             )
             SELECT (SELECT count(*) FROM c), ({best_rows_json("c")})
             """,
-            {
-                **params,
-                **source.params,
-                **scope.params,
-                **info_params(),
-                "match": plan.match,
-                "limit": limit,
-                "depth": depth,
-            },
+            {**params, **scores},
         )
         found, rows = cursor.fetchone()
     return *parse_ranked(rows), found

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from search import db
 from search.indexing.embeddings import active_model_id
+from search.ranking import facets
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,27 @@ def best_rows_json(source: str) -> str:
         f"FROM (SELECT * FROM {source} ORDER BY score DESC, id LIMIT %(depth)s) t "
         "JOIN search_document d ON d.ctid = t.tid AND d.id = t.id) r"
     )
+
+
+# What `gather` reads of each row of `d`, before its info_columns: the facet columns and the score.
+GATHERED_COLUMNS = "d.id, d.kind, d.product_id, d.status, d.severity"
+
+
+def gather(sql: str, params: dict, depth: int) -> tuple[int, list, list[tuple[int, float]], dict[int, RowInfo]]:
+    """Run `sql` (rows of GATHERED_COLUMNS, a score, then info_columns) and
+    do here what one statement does on one server over a match set: (how
+    many rows, their FACETS_SQL rows, the best `depth` of them as (id, score)
+    best first, their RowInfo). For a distributed table: Citus runs such a
+    statement as a string of subplans, each a round trip, and the join back
+    to the rows by ctid as one more to every shard; the rows themselves
+    come in one, each with what the page needs of it."""
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    best = sorted(rows, key=lambda row: (-row[5], row[0]))[:depth]
+    ranked = [(int(row[0]), float(row[5])) for row in best]
+    info = {int(row[0]): RowInfo(float(row[6]), float(row[7]), row[8], row[9]) for row in best}
+    return len(rows), facets.grouped(row[1:5] for row in rows), ranked, info
 
 
 def parse_ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:

@@ -11,7 +11,7 @@ import math
 from search import db
 from search.indexing.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 from search.query.scope import Scope
-from search.ranking import config, facets
+from search.ranking import config, facets, layout
 
 SAMPLE_GROWTH = 32  # at most this many times more buckets from one try to the next
 TRIES = 4
@@ -57,13 +57,16 @@ def _sample(match_query: str, scope: Scope, buckets: int, most: int, column: str
         condition += " AND d.search_markers @@ %(buckets)s::tsquery"
         params["buckets"] = " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))
     limit = "LIMIT %(most)s" if buckets > 1 else ""
+    rows = f"""SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
+               WHERE {condition} AND ({scope.where}) {limit}"""
     with db.cursor() as cursor:
+        if layout.distributed():  # the sample's rows, counted and grouped here (facets.grouped)
+            cursor.execute(rows, {**params, **scope.params})
+            sample = cursor.fetchall()
+            return len(sample), facets.grouped(sample)
         cursor.execute(
             f"""
-            WITH s AS MATERIALIZED (
-                SELECT d.kind, d.product_id, d.status, d.severity FROM search_document d
-                WHERE {condition} AND ({scope.where}) {limit}
-            )
+            WITH s AS MATERIALIZED ({rows})
             SELECT (SELECT count(*) FROM s), ({facets.FACETS_SQL.format(source="s")})
             """,
             {**params, **scope.params},
