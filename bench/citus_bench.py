@@ -27,20 +27,23 @@ fails prints the error and what the run did about it:
    embedded for real, the rest a random embedded record of the same product
    plus noise), and a user whose team has half the products (the access
    scope).
-4. Coordinator: the project's migrations (the search tables are local
-   tables there), then search_document is distributed by product_id
-   (create_distributed_table). Citus wants every unique constraint to hold
-   the distribution column: the run changes those it must, in SQL, and
-   prints each change. Then the plain server's rows are copied in
-   (pg_dump --data-only --disable-triggers), and one record is written
-   through the real write path (import_records: the triggers' INSERT ...
-   ON CONFLICT into the distributed table) to show whether it works.
+4. Coordinator: the project's migrations, which distribute search_document
+   by product_id there (search/citus.py; --shard-count sets
+   CITUS_SHARD_COUNT, else the project's two shards a worker). Then the
+   plain server's rows are copied in (pg_dump --data-only, the triggers
+   off by the session's replication role) and the index analyzed
+   (ANALYZE on the coordinator analyzes every shard).
 5. Times the project's own search (search.operations.search.search, run in a child
    process with DATABASE_URL at each server) for keyword and hybrid
-   queries, with no filter as the operator, and with status, severity and
-   kind filters as the user who sees half the products; prints p50 and p95
-   per server and whether each query's top 20 (keys and order) is the same
-   on both.
+   queries: as the operator with no filter (all products), as the
+   operator with a one-product filter (routed to one shard), and as the
+   user who sees half the products with status, severity and kind
+   filters. Prints p50 and p95 per server, the median over queries of each
+   query's Citus / plain ratio, and whether each query's top 20 (keys and
+   order) and total are the same on both.
+6. Writes one new and one changed record, and moves one to another
+   product, through import_records and the ORM on both servers (the index
+   triggers into search_document).
 
 The servers are stopped and the temporary folder removed at the end, on
 an error, and on Ctrl-C or SIGTERM (--keep leaves them running and prints
@@ -84,8 +87,6 @@ DATABASE = "qasearch"
 QUERIES = [query for query in ALL_QUERIES if query not in CITUS_LEFT_OUT]
 # The filters of the "filtered" runs (bugs and tests in these states, bugs of these severities).
 FILTERS = {"status": ["open", "accepted", "active"], "severity": ["critical", "high"], "entities": ["bug", "test"]}
-# One more: a product filter, which joins the index with backlog_product (a local table on the coordinator).
-PRODUCT_FILTER_QUERIES = ["crash", "payment fails", "offline ticket wallet"]
 
 
 # -- the PostgreSQL with Citus, and its servers: tests/citus.py ---------------------------------------
@@ -123,70 +124,19 @@ def make_cluster(cluster: Cluster) -> None:
 # -- the schema on the coordinator ------------------------------------------------------------------
 
 
-# Each step: (what, SQL). Citus requires the distribution column in every
-# primary key and unique constraint of a distributed table.
-DISTRIBUTE_STEPS = [
-    (
-        "primary key (id) -> (id, product_id)",
-        "ALTER TABLE search_document DROP CONSTRAINT search_document_pkey, ADD PRIMARY KEY (id, product_id)",
-    ),
-    (
-        "unique (key) -> a plain index (keys stay unique in the record tables, the source of truth)",
-        """DO $$ DECLARE c text; BEGIN
-             SELECT conname INTO c FROM pg_constraint
-             WHERE conrelid = 'search_document'::regclass AND contype = 'u'
-               AND conkey = ARRAY[(SELECT attnum FROM pg_attribute
-                                   WHERE attrelid = 'search_document'::regclass AND attname = 'key')];
-             EXECUTE format('ALTER TABLE search_document DROP CONSTRAINT %I', c);
-           END $$;
-           CREATE INDEX search_document_key ON search_document (key)""",
-    ),
-    (
-        "unique (kind, record_id) -> (kind, record_id, product_id)",
-        "ALTER TABLE search_document DROP CONSTRAINT search_document_record, "
-        "ADD CONSTRAINT search_document_record UNIQUE (kind, record_id, product_id)",
-    ),
-]
-
-
-def distribute(cluster: Cluster, shard_count: int) -> list[str]:
-    """create_distributed_table('search_document', 'product_id'), changing
-    what Citus refuses; returns what went wrong on the way, in order. The
-    shard count is chosen here, once: alter_distributed_table refuses a
-    table with an identity column (Django's BigAutoField is one)."""
-    import psycopg
-
-    log = []
-
-    def attempt() -> bool:
-        try:
-            cluster.sql(
-                "coordinator",
-                "SELECT create_distributed_table('search_document', 'product_id', shard_count := %s)",
-                params=[shard_count],
-            )
-            return True
-        except psycopg.Error as exc:
-            message = "; ".join(filter(None, [exc.diag.message_primary, exc.diag.message_detail])) or str(exc)
-            log.append(f"create_distributed_table refused: {message}")
-            print(f"# create_distributed_table refused: {message}", flush=True)
-            return False
-
-    if attempt():
-        return log
-    for what, statement in DISTRIBUTE_STEPS:
-        cluster.sql("coordinator", statement)
-        log.append(f"changed: {what}")
-        print(f"# changed: {what}", flush=True)
-    if not attempt():
-        sys.exit("search_document could not be distributed: see above")
+def distributed(cluster: Cluster) -> None:
+    """What migrate laid out on the coordinator (search/citus.py: search_document
+    distributed by product_id, its shard count CITUS_SHARD_COUNT or two a
+    worker); exits if it did not."""
+    tables = cluster.sql("coordinator", "SELECT logicalrelid::text FROM pg_dist_partition")
+    if ("search_document",) not in tables:
+        sys.exit("migrate did not distribute search_document on the coordinator (search/citus.py)")
     shards = cluster.sql(
         "coordinator",
         "SELECT nodeport, count(*) FROM citus_shards WHERE table_name = 'search_document'::regclass "
         "GROUP BY nodeport ORDER BY nodeport",
     )
-    print(f"# search_document distributed by product_id; shards per node: {shards}", flush=True)
-    return log
+    print(f"# migrate distributed search_document by product_id; shards per node: {shards}", flush=True)
 
 
 def copy_rows(cluster: Cluster, tables: list[str]) -> None:
@@ -217,10 +167,11 @@ def copy_rows(cluster: Cluster, tables: list[str]) -> None:
 # -- the Django phases (child processes, DATABASE_URL at one server) --------------------------------
 
 
-def phase(cluster: Cluster, name: str, what: str, *extra) -> dict:
-    """Run this file's `what` phase in a child process against server `name`; its JSON result."""
+def phase(cluster: Cluster, name: str, what: str, *extra, env: dict | None = None) -> dict:
+    """Run this file's `what` phase in a child process against server `name`
+    (with `env` added to its environment); its JSON result."""
     out = cluster.folder / f"{what}-{name}.json"
-    env = {**os.environ, "DATABASE_URL": cluster.url(name), "DEBUG": "false"}
+    env = {**os.environ, "DATABASE_URL": cluster.url(name), "DEBUG": "false", **(env or {})}
     done = subprocess.run(
         [PYTHON, __file__, "--phase", what, "--out", out, *map(str, extra)], env=env, cwd=ROOT, text=True
     )
@@ -264,37 +215,6 @@ def child_load(args) -> dict:
         product.teams.add(team)
     User.objects.create(username="bench-half").groups.add(team)
     return {"load_seconds": loaded, "vector_seconds": vectors}
-
-
-def citus_triggers_sql() -> str:
-    """The index triggers' functions as they could run on Citus (a sketch of
-    docs/scaling.md's design, not the project's SQL): the transition table
-    copied into a temporary table first (Citus cannot plan a statement that
-    reads a trigger's transition table: "executor could not find named
-    tuplestore"), the upsert's arbiter (kind, record_id, product_id), and a
-    record moved to another product deleted from its old shard first."""
-    sys.path.insert(0, str(ROOT))
-    from search.indexing.sql import KINDS, index_rows_sql
-
-    functions = []
-    for kind, spec in KINDS.items():
-        upsert = index_rows_sql(kind, "search_new_rows").replace(
-            "ON CONFLICT (kind, record_id)", "ON CONFLICT (kind, record_id, product_id)"
-        )
-        functions.append(f"""
-        CREATE OR REPLACE FUNCTION search_index_{kind}() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          DROP TABLE IF EXISTS search_new_rows;
-          CREATE TEMPORARY TABLE search_new_rows ON COMMIT DROP AS SELECT * FROM new_rows;
-          DELETE FROM search_document d WHERE d.kind = '{kind}' AND (d.record_id, d.product_id) IN (
-            SELECT o.record_id, o.product_id FROM search_document o
-            JOIN (SELECT r.id, {spec["product_id"]} AS product_id FROM search_new_rows r) n
-              ON o.record_id = n.id AND o.product_id <> n.product_id
-            WHERE o.kind = '{kind}');
-          {upsert};
-          RETURN NULL;
-        END $$;""")
-    return "\n".join(functions)
 
 
 def child_write(args) -> dict:
@@ -358,11 +278,13 @@ def child_write(args) -> dict:
 
 
 def child_measure(args) -> dict:
-    """search.operations.search.search for every query x case, timed; each case's top 20 keys."""
+    """search.operations.search.search for every query x case, timed (per
+    query); each case's top 20 keys and total."""
     import traceback
 
     from django.contrib.auth.models import User
 
+    from backlog.models import Product
     from search.contract import SearchRequest
     from search.indexing.embeddings import get_provider
     from search.operations.search import search
@@ -372,24 +294,19 @@ def child_measure(args) -> dict:
     original = provider.embed_query
     provider.embed_query = lambda text: vectors[text] if text in vectors else original(text)
     half = User.objects.get(username="bench-half")
+    first = Product.objects.order_by("key").first().key
     cases = {}
     for mode in ("keyword", "hybrid"):
         cases[f"{mode}, operator, no filter"] = [(q, {"mode": mode}, None) for q in QUERIES]
+        cases[f"{mode}, operator, one product"] = [(q, {"mode": mode, "products": [first]}, None) for q in QUERIES]
         cases[f"{mode}, half the products, status+severity+kind"] = [
             (q, {"mode": mode, **FILTERS}, half) for q in QUERIES
         ]
-    cases["hybrid, operator, product filter"] = [
-        (q, {"mode": "hybrid", "products": ["__FIRST_PRODUCT__"]}, None) for q in PRODUCT_FILTER_QUERIES
-    ]
-    from backlog.models import Product
-
-    first = Product.objects.order_by("key").first().key
     result = {"cases": {}}
     for case, runs in cases.items():
-        times, tops, errors = [], {}, {}
+        times, tops, errors = {}, {}, {}
         for round_ in range(args.rounds + 1):  # round 0 warms the caches and is not timed
             for query, fields, user in runs:
-                fields = {k: ([first] if v == ["__FIRST_PRODUCT__"] else v) for k, v in fields.items()}
                 request = SearchRequest(query=query, limit=20, **fields)
                 started = time.perf_counter()
                 try:
@@ -402,7 +319,7 @@ def child_measure(args) -> dict:
                     continue
                 elapsed = (time.perf_counter() - started) * 1000
                 if round_:
-                    times.append(elapsed)
+                    times.setdefault(query, []).append(elapsed)
                 else:
                     tops[query] = {
                         "keys": [h.key for h in response.results],
@@ -423,7 +340,8 @@ def merged(total: dict, more: dict) -> dict:
         return total or more
     for case, result in more["cases"].items():
         kept = total["cases"][case]
-        kept["times"] += result["times"]
+        for query, times in result["times"].items():
+            kept["times"].setdefault(query, []).extend(times)
         kept["errors"] = {**result["errors"], **kept["errors"]}
     return total
 
@@ -433,41 +351,62 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def ratio(ours: dict, theirs: dict) -> float | None:
+    """The median over queries of (a query's median time on Citus / on the plain server)."""
+    ratios = [
+        statistics.median(theirs[q]) / statistics.median(times) for q, times in ours.items() if theirs.get(q) and times
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
 def report(plain: dict, citus: dict, args) -> None:
     print(
         f"# {args.records:,} demo records, {args.rounds} timed rounds; "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
-    columns = ["plain p50", "plain p95", "Citus p50", "Citus p95", "same top 20", "top-20 overlap", "Citus errors"]
+    columns = [
+        "plain p50",
+        "plain p95",
+        "Citus p50",
+        "Citus p95",
+        "Citus / plain",
+        "same top 20",
+        "same total",
+        "top-20 overlap",
+        "Citus errors",
+    ]
     print(f"| search.operations.search.search, ms | {' | '.join(columns)} |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---" * (len(columns) + 1) + "|")
     for case, ours in plain["cases"].items():
-        theirs = citus.get("cases", {}).get(case, {"times": [], "tops": {}, "errors": {"all": citus.get("failed")}})
-        same = overlap = compared = 0
+        theirs = citus.get("cases", {}).get(case, {"times": {}, "tops": {}, "errors": {"all": citus.get("failed")}})
+        same = totals = overlap = compared = 0
         for query, top in ours["tops"].items():
             if query in theirs["tops"]:
                 compared += 1
-                other = theirs["tops"][query]["keys"]
-                same += other == top["keys"]
-                overlap += len(set(other) & set(top["keys"])) / max(len(top["keys"]), 1)
-        cells = [f"{statistics.median(t):.1f}" if t else "-" for t in (ours["times"],)] + [
-            f"{percentile(ours['times'], 95):.1f}" if ours["times"] else "-"
-        ]
-        cells += [
-            f"{statistics.median(theirs['times']):.1f}" if theirs["times"] else "-",
-            f"{percentile(theirs['times'], 95):.1f}" if theirs["times"] else "-",
-        ]
+                other = theirs["tops"][query]
+                same += other["keys"] == top["keys"]
+                totals += other["total"] == top["total"]
+                overlap += len(set(other["keys"]) & set(top["keys"])) / max(len(top["keys"]), 1)
+        cells = []
+        for times in (ours["times"], theirs["times"]):
+            flat = [t for query_times in times.values() for t in query_times]
+            cells += [f"{statistics.median(flat):.1f}", f"{percentile(flat, 95):.1f}"] if flat else ["-", "-"]
+        factor = ratio(ours["times"], theirs["times"])
+        cells.append(f"{factor:.2f}" if factor else "-")
         print(
-            f"| {case} | {' | '.join(cells)} | {same}/{compared} | {overlap / max(compared, 1):.2f} | "
-            f"{len(theirs['errors'])} |"
+            f"| {case} | {' | '.join(cells)} | {same}/{compared} | {totals}/{compared} | "
+            f"{overlap / max(compared, 1):.2f} | {len(theirs['errors'])} |"
         )
     for case, theirs in citus.get("cases", {}).items():
         for query, error in list(theirs["errors"].items())[:2]:
             print(f"# Citus error, {case}, {query!r}: {error.splitlines()[-1][:400]}")
         for query, top in theirs["tops"].items():
             ours = plain["cases"][case]["tops"].get(query)
-            if ours and ours["keys"] != top["keys"]:
-                print(f"# differs, {case}, {query!r}: plain {ours['keys'][:5]}... Citus {top['keys'][:5]}...")
+            if ours and (ours["keys"], ours["total"]) != (top["keys"], top["total"]):
+                print(
+                    f"# differs, {case}, {query!r}: plain {ours['total']} {ours['keys'][:5]}... "
+                    f"Citus {top['total']} {top['keys'][:5]}..."
+                )
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -487,7 +426,11 @@ def main() -> None:
     parser.add_argument(
         "--build-dir", help="where the copy with Citus is built (default: the tests' cache, tests/citus.py)"
     )
-    parser.add_argument("--shard-count", type=int, default=32, help="shards of search_document (Citus's default: 32)")
+    parser.add_argument(
+        "--shard-count",
+        type=int,
+        help="shards of search_document (CITUS_SHARD_COUNT for migrate; default: the project's, two a worker)",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the servers running at the end")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -514,11 +457,12 @@ def main() -> None:
     print(f"# plain: migrations {migrated}", flush=True)
     loaded = phase(cluster, "plain", "load", "--records", args.records, "--seed", args.seed)
     print(f"# plain: loaded {args.records:,} records {loaded}", flush=True)
-    migrated = phase(cluster, "coordinator", "migrate")
+    shards = {"CITUS_SHARD_COUNT": str(args.shard_count)} if args.shard_count else {}
+    migrated = phase(cluster, "coordinator", "migrate", env=shards)
     print(f"# coordinator: migrations {migrated}", flush=True)
     if "failed" in migrated:
         sys.exit("the migrations failed on the coordinator: see above")
-    distribute(cluster, args.shard_count)
+    distributed(cluster)
     tables = [
         row[0]
         for row in cluster.sql(
@@ -559,14 +503,6 @@ def main() -> None:
     for name in ("plain", "coordinator"):
         written = phase(cluster, name, "write")
         print(f"# write path (import_records -> triggers -> search_document) on {name}: {written}", flush=True)
-    cluster.sql("coordinator", citus_triggers_sql())
-    written = phase(cluster, "coordinator", "write")
-    print(f"# write path on the coordinator, triggers adapted (citus_triggers_sql): {written}", flush=True)
-    try:
-        cluster.sql("coordinator", "SELECT create_reference_table('backlog_product')")
-        print("# backlog_product is a reference table", flush=True)
-    except Exception as exc:  # noqa: BLE001 - reported
-        print(f"# create_reference_table('backlog_product') refused: {str(exc).strip()}", flush=True)
     if args.keep:
         print(f"# kept: {', '.join(f'{n} {cluster.url(n)}' for n in cluster.names)}; data in {folder}")
 
