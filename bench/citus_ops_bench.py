@@ -46,7 +46,7 @@ runs its phases; this process only starts servers, runs SQL and keeps time.
 
 Prints a markdown table for each part with the machine, the command and
 the date. The servers are stopped and their folder removed at the end, on
-an error and on Ctrl-C or SIGTERM. About 10 minutes on 2 cores with the
+an error and on Ctrl-C or SIGTERM. About 5 minutes on 2 cores with the
 defaults.
 """
 
