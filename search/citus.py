@@ -26,6 +26,7 @@ that was migrated before it moved onto a cluster. What it does, and why:
   Citus cannot change the count later of a table with an identity column.
 """
 
+import contextlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -76,10 +77,19 @@ def _constraints(cursor, table: str) -> dict[str, tuple[str, list[str]]]:
     return {name: (kind, list(columns)) for name, kind, columns in cursor.fetchall()}
 
 
-def distribute(cursor) -> Layout:
+def distribute(cursor, step=None) -> Layout:
     """Lay `search_document` out across the cluster (idempotent: a table
-    already distributed is left as it is). Runs in the caller's transaction;
-    create_distributed_table copies rows already there into the shards."""
+    already distributed is left as it is). create_distributed_table copies
+    rows already there into the shards.
+
+    `step`: a context manager each of the three steps runs in (the caller's
+    transaction when None). `manage.py distribute` gives each its own
+    transaction, so that only the copy blocks writes, and nothing blocks
+    reads for long: the constraints change in a moment; the copy runs
+    without the HNSW index (a graph built row by row as rows arrive cost
+    six times the copy), which is built on the shards afterwards, while
+    searches go on without it (their semantic arm then reads each shard's
+    rows, slower but whole)."""
     layout = Layout()
     if not installed(cursor):
         return layout
@@ -87,6 +97,34 @@ def distribute(cursor) -> Layout:
         layout.done.append(f"{TABLE} is distributed by {COLUMN} already")
         propagate_settings(cursor)
         return layout
+    step = step or contextlib.nullcontext
+    with step():
+        _relax_constraints(cursor, layout)
+    with step():
+        vector_indexes = _vector_indexes(cursor)
+        for name in vector_indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+        shards = shard_count(cursor)
+        cursor.execute("SELECT create_distributed_table(%s, %s, shard_count := %s)", [TABLE, COLUMN, shards])
+        # The rows already there were copied into the shards; the coordinator's own copy goes.
+        cursor.execute("SELECT truncate_local_data_after_distributing_table(%s)", [TABLE])
+        cursor.execute(
+            "SELECT count(DISTINCT nodename || ':' || nodeport) FROM citus_shards WHERE table_name = to_regclass(%s)",
+            [TABLE],
+        )
+        nodes = cursor.fetchone()[0]
+        layout.done.append(f"{TABLE} distributed by {COLUMN}: {shards} shards on {nodes} node(s)")
+        layout.done.append("every other table local on the coordinator")
+    with step():
+        for definition in vector_indexes.values():
+            cursor.execute(definition)
+        propagate_settings(cursor)
+        layout.done.append("SET LOCAL reaches the workers (citus.propagate_set_commands = local)")
+    return layout
+
+
+def _relax_constraints(cursor, layout: Layout) -> None:
+    """The primary key and unique constraints with the distribution column, as Citus wants them."""
     for name, (kind, columns) in _constraints(cursor, TABLE).items():
         if COLUMN in columns:
             continue
@@ -101,20 +139,17 @@ def distribute(cursor) -> Layout:
         else:  # unique (kind, record_id): the (kind, record_id, product_id) beside it holds the rows
             cursor.execute(f'ALTER TABLE {TABLE} DROP CONSTRAINT "{name}"')
             layout.done.append(f"unique ({', '.join(columns)}) dropped: unique (..., {COLUMN}) holds it")
-    shards = shard_count(cursor)
-    cursor.execute("SELECT create_distributed_table(%s, %s, shard_count := %s)", [TABLE, COLUMN, shards])
-    # The rows already there were copied into the shards; the coordinator's own copy goes.
-    cursor.execute("SELECT truncate_local_data_after_distributing_table(%s)", [TABLE])
+
+
+def _vector_indexes(cursor) -> dict[str, str]:
+    """The table's HNSW indexes: name -> the statement that makes it again."""
     cursor.execute(
-        "SELECT count(DISTINCT nodename || ':' || nodeport) FROM citus_shards WHERE table_name = to_regclass(%s)",
+        """SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x
+             JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam
+            WHERE x.indrelid = to_regclass(%s) AND a.amname = 'hnsw'""",
         [TABLE],
     )
-    nodes = cursor.fetchone()[0]
-    layout.done.append(f"{TABLE} distributed by {COLUMN}: {shards} shards on {nodes} node(s)")
-    layout.done.append("every other table local on the coordinator")
-    propagate_settings(cursor)
-    layout.done.append("SET LOCAL reaches the workers (citus.propagate_set_commands = local)")
-    return layout
+    return dict(cursor.fetchall())
 
 
 def propagate_settings(cursor) -> None:

@@ -197,7 +197,11 @@ def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_clus
     out = manage(url, "distribute").stdout
 
     assert "search_document distributed by product_id: 4 shards on 2 node(s)" in out
-    assert "400 index rows; writes to search_document waited for" in out
+    assert "400 index rows distributed in" in out
+    rebuilt = cluster.sql(
+        "coordinator", "SELECT indexdef FROM pg_indexes WHERE indexname = 'search_document_hnsw'", database=name
+    )
+    assert rebuilt and "USING hnsw (embedding halfvec_cosine_ops)" in rebuilt[0][0]  # built again, on the shards
     assert in_step(url) == before
     local = cluster.sql("coordinator", "SELECT pg_relation_size('search_document')", database=name)
     assert local == [(0,)]  # the rows moved into the shards; the coordinator's own table is an empty shell

@@ -4,10 +4,10 @@
 (search/citus.py). A database migrated on one server and then restored
 onto a coordinator (pg_dump, pg_restore, `CREATE EXTENSION citus` and the
 workers added) has its migrations applied already: this command does what
-migrate would have, once, and says what it did and how long the table was
-locked. create_distributed_table copies the rows into the shards while it
-holds a lock that blocks writes to search_document (reads go on); an
-import or a sync waits for it.
+migrate would have, once, and says what it did and how long it took.
+Each step is a transaction of its own (search.citus.distribute says why):
+writes to the index (an import, a sync) wait while the rows are copied
+into the shards and while the HNSW index is built on them; reads go on.
 """
 
 import time
@@ -31,8 +31,8 @@ class Command(BaseCommand):
             cursor.execute("SELECT count(*) FROM search_document")
             rows = cursor.fetchone()[0]
         started = time.perf_counter()
-        with transaction.atomic(), connection.cursor() as cursor:
-            layout = citus.distribute(cursor)
+        with connection.cursor() as cursor:
+            layout = citus.distribute(cursor, step=transaction.atomic)
         seconds = time.perf_counter() - started
         self.stdout.write(f"Citus: {layout}")
-        self.stdout.write(f"{rows:,} index rows; writes to search_document waited for {seconds:.1f} s")
+        self.stdout.write(f"{rows:,} index rows distributed in {seconds:.1f} s")
