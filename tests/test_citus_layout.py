@@ -49,30 +49,26 @@ def shell(url: str, code: str) -> object:
     return json.loads(out[-1])
 
 
-INDEXED = """
+IN_STEP = """
 import json
 from django.db import connection
+from backlog.models import Bug, Feature, Product, QATest
 with connection.cursor() as c:
     c.execute(
         "SELECT d.kind, d.key, p.key, d.title FROM search_document d JOIN backlog_product p ON p.id = d.product_id"
     )
-    print(json.dumps(sorted(c.fetchall())))
-"""
-
-RECORDS = """
-import json
-from backlog.models import Bug, Feature, Product, QATest
-rows = [("product", p.key, p.key, p.name) for p in Product.objects.all()]
+    indexed = sorted(c.fetchall())
+records = [("product", p.key, p.key, p.name) for p in Product.objects.all()]
 for kind, model in (("feature", Feature), ("test", QATest), ("bug", Bug)):
     for r in model.objects.select_related("product"):
-        rows.append((kind, r.key, r.product.key, getattr(r, "name", None) or r.title))
-print(json.dumps(sorted(rows)))
+        records.append((kind, r.key, r.product.key, getattr(r, "name", None) or r.title))
+print(json.dumps([indexed, sorted(records)]))
 """
 
 
 def in_step(url: str) -> list:
     """Every record's one index row, with its product and title: the index as the records say."""
-    indexed, records = shell(url, INDEXED), shell(url, RECORDS)
+    indexed, records = shell(url, IN_STEP)
     assert indexed == records
     return indexed
 
