@@ -210,7 +210,7 @@ import json
 from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.authtoken.models import Token
-user, _ = User.objects.get_or_create(username="reader")
+user, _ = User.objects.get_or_create(username="operator", defaults={"is_superuser": True})  # sees every product
 token, _ = Token.objects.get_or_create(user=user)
 client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
 search = client.get("/api/search", {"query": "crash", "mode": "keyword"})
@@ -237,3 +237,4 @@ def test_a_worker_down_is_a_503_that_says_the_cluster_is_degraded_and_readyz_nam
     assert "Traceback" not in json.dumps(down) and str(port) not in json.dumps(down["body"])
     assert down["ready"] == 200 and down["checks"]["cluster"] == f"degraded: worker 127.0.0.1:{port} not reachable"
     assert back["status"] == 200 and back["checks"]["cluster"] == "ok", back  # by itself, once the worker is back
+    assert back["body"]["total"] > 0  # every product's shards answered
