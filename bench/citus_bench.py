@@ -15,8 +15,8 @@ fails prints the error and what the run did about it:
    run may already have filled; the venv's copy is never touched) and
    builds Citus from --citus-src (by default the vendored tarball,
    ../shared/vendor/citus-14.0.1-src.tar.gz; or a checkout of tag v14.0.1
-   of github:citusdata/citus) into it, with the two fixes of
-   /work/shared/notes/citus.md (under a minute on 2 cores).
+   of github:citusdata/citus) into it, as tests/citus.py does
+   (its docstring has the steps; under a minute on 2 cores).
 2. Starts four servers in a new temporary folder, on 127.0.0.1: a Citus
    coordinator, two Citus workers, and a plain server (same binaries, no
    Citus) for comparison. As root they run as the embedded server's own

