@@ -207,7 +207,7 @@ def manage(url: str, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once, however pytest orders the tests that share the cluster
 def cluster(citus_cluster, tmp_path_factory):
     """The cluster's answers: a database migrated (the index distributed by
     product), the records loaded, the searches run, in a child process."""

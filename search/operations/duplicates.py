@@ -22,9 +22,10 @@ from search import db
 from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
 from search.indexing.embeddings import active_model_id, document_text
 from search.indexing.health import index_health
+from search.operations import keys
 from search.query import traces
 from search.query.scope import Filters, Scope, build_scope
-from search.ranking import config, fusion, more_like_this, pipeline, semantic, statistics
+from search.ranking import config, fusion, layout, more_like_this, pipeline, semantic, statistics
 from search.ranking.rows import ArmResult
 
 # The draft's text the model reads: about 90 tokens of its 256 (docs/duplicates.md: the
@@ -164,30 +165,49 @@ def band(confidence: float) -> str:
 def _page_rows(ids: list[int], terms: list[str], vector) -> dict[int, dict]:
     """The page's bugs: their fields, which of the draft's terms each has (in
     all its text and in its title) and its cosine similarity to the draft, in
-    one statement."""
+    one statement (and their keys in a second on a distributed index)."""
     literal = None if vector is None else semantic.vector_literal(vector)
-    with db.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT d.id, d.record_id, d.key, d.title, p.key, f.key, d.status, d.severity, d.created_at, m.key,
-                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
-                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
-                         WHERE ts_filter(d.search_vector, '{a}') @@ t::tsquery),
-                   CASE WHEN %(vector)s::text IS NOT NULL AND d.embedding_model = %(model)s
-                        THEN 1 - (d.embedding <=> %(vector)s::halfvec) END
-            FROM search_document d
-            LEFT JOIN backlog_product p ON p.id = d.product_id
+    # The product's, feature's and duplicated bug's keys joined in; on a
+    # distributed index read after (keys.of), the ids in their place meanwhile.
+    distributed = layout.distributed()
+    if distributed:
+        named, joined = "d.product_id, d.feature_id, CASE WHEN d.kind = 'bug' THEN d.record_id END", ""
+    else:
+        named = "p.key, f.key, m.key"
+        joined = """LEFT JOIN backlog_product p ON p.id = d.product_id
             LEFT JOIN backlog_feature f ON f.id = d.feature_id
             LEFT JOIN backlog_bug b ON d.kind = 'bug' AND b.id = d.record_id
-            LEFT JOIN backlog_bug m ON m.id = b.duplicate_of_id
+            LEFT JOIN backlog_bug m ON m.id = b.duplicate_of_id"""
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT d.id, d.record_id, d.key, d.title, d.status, d.severity, d.created_at,
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t WHERE d.search_vector @@ t::tsquery),
+                   ARRAY(SELECT t FROM unnest(%(terms)s::text[]) t
+                         WHERE ts_filter(d.search_vector, '{{a}}') @@ t::tsquery),
+                   CASE WHEN %(vector)s::text IS NOT NULL AND d.embedding_model = %(model)s
+                        THEN 1 - (d.embedding <=> %(vector)s::halfvec) END,
+                   {named}
+            FROM search_document d
+            {joined}
             WHERE d.id = ANY(%(ids)s)
             """,
             {"ids": ids, "terms": terms, "vector": literal, "model": active_model_id()},
         )
         columns = (
-            "record_id key title product feature status severity created_at duplicate_of shared title_shared similarity"
+            "record_id key title status severity created_at shared title_shared similarity product feature duplicate_of"
         ).split()
         rows = {row[0]: dict(zip(columns, row[1:], strict=True)) for row in cursor.fetchall()}
+    if distributed and rows:
+        found = keys.of(
+            products=[r["product"] for r in rows.values()],
+            features=[r["feature"] for r in rows.values()],
+            bugs=[r["duplicate_of"] for r in rows.values()],
+        )
+        for row in rows.values():
+            row["product"] = found["product"].get(row["product"])
+            row["feature"] = found["feature"].get(row["feature"])
+            row["duplicate_of"] = found["duplicate_of"].get(row["duplicate_of"])
     for row in rows.values():
         row["shared"], row["title_shared"] = set(row["shared"]), set(row["title_shared"])
     return rows

@@ -23,7 +23,7 @@ from search.contract import (
     budget,
 )
 from search.models import Document
-from search.operations import snippets
+from search.operations import keys, snippets
 from search.ranking import layout
 
 REF_FIELDS = ("kind", "key", "title", "status", "severity", "created_at", "updated_at")
@@ -41,17 +41,15 @@ def _documents(user) -> QuerySet:
 
 
 def _with_keys(documents: QuerySet, *fields: str) -> list[dict]:
-    """`fields` of `documents` (from _documents) with product_key and feature_key.
-    One server joins the keys into the same statement; on a distributed index
-    the record tables stay on the coordinator, and Citus cannot run a subquery
-    of theirs for each shard's row: their keys are read after, by id."""
+    """`fields` of `documents` (from _documents) with product_key and feature_key:
+    joined in on one server, read after on a distributed index (keys.of)."""
     if not layout.distributed():
         return list(documents.values(*fields, "product_key", "feature_key"))
     rows = list(documents.values(*fields))
-    products = dict(Product.objects.filter(id__in={r["product_id"] for r in rows}).values_list("id", "key"))
-    features = dict(Feature.objects.filter(id__in={r["feature_id"] for r in rows}).values_list("id", "key"))
+    found = keys.of(products=[r["product_id"] for r in rows], features=[r["feature_id"] for r in rows])
     for row in rows:
-        row["product_key"], row["feature_key"] = products.get(row["product_id"]), features.get(row["feature_id"])
+        row["product_key"] = found["product"].get(row["product_id"])
+        row["feature_key"] = found["feature"].get(row["feature_id"])
     return rows
 
 

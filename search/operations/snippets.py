@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from search import db
 from search.contract import Highlight, Snippet
 from search.indexing.sql import KINDS, TEXT_SEARCH_CONFIG
+from search.operations import keys
 from search.ranking import layout
 
 START, STOP = "\ue000", "\ue001"
@@ -56,9 +57,7 @@ def page_documents(ids: list[int], with_fields: bool = True, words: list[str] = 
     checks = [f"%(w{i})s::tsquery" for i in range(len(words))]
     in_title = ", ".join(f"t.title_vector @@ {check}" for check in checks)
     anywhere = ", ".join(f"d.search_vector @@ {check}" for check in checks)
-    # The product's key joined in; on a distributed index read after, by id:
-    # backlog_product stays on the coordinator, and Citus would send it to
-    # every shard in a subplan of its own.
+    # The product's key joined in; on a distributed index read after (keys.of).
     distributed = layout.distributed()
     product_key = "d.product_id" if distributed else "p.key"
     product = "" if distributed else "LEFT JOIN backlog_product p ON p.id = d.product_id "
@@ -73,9 +72,8 @@ def page_documents(ids: list[int], with_fields: bool = True, words: list[str] = 
         )
         rows = cursor.fetchall()
         if distributed and rows:
-            cursor.execute("SELECT id, key FROM backlog_product WHERE id = ANY(%s)", [list({row[4] for row in rows})])
-            keys = dict(cursor.fetchall())
-            rows = [(*row[:4], keys.get(row[4]), *row[5:]) for row in rows]
+            products = keys.of(products=[row[4] for row in rows])["product"]
+            rows = [(*row[:4], products.get(row[4]), *row[5:]) for row in rows]
         documents = {row[0]: PageDocument(*row[:10], fields={}, in_title=row[10], anywhere=row[11]) for row in rows}
         if not with_fields:
             return documents
