@@ -33,6 +33,7 @@ from django.conf import settings
 
 TABLE = "search_document"
 COLUMN = "product_id"
+NEW_KEY = "search_document_id_product"  # the new primary key's index, built ahead by `manage.py distribute`
 
 
 @dataclass
@@ -97,6 +98,8 @@ def distribute(cursor, step=None) -> Layout:
         layout.done.append(f"{TABLE} is distributed by {COLUMN} already")
         propagate_settings(cursor)
         return layout
+    if step is not None:  # autocommit between the steps: the new key's index built without blocking anyone
+        cursor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {NEW_KEY} ON {TABLE} (id, {COLUMN})")
     step = step or contextlib.nullcontext
     with step():
         _relax_constraints(cursor, layout)
@@ -129,9 +132,10 @@ def _relax_constraints(cursor, layout: Layout) -> None:
         if COLUMN in columns:
             continue
         if kind == "p":
-            cursor.execute(
-                f'ALTER TABLE {TABLE} DROP CONSTRAINT "{name}", ADD PRIMARY KEY ({", ".join(columns)}, {COLUMN})'
-            )
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [NEW_KEY])
+            built = cursor.fetchone()[0] and columns == ["id"]
+            new = f"USING INDEX {NEW_KEY}" if built else f"({', '.join(columns)}, {COLUMN})"
+            cursor.execute(f'ALTER TABLE {TABLE} DROP CONSTRAINT "{name}", ADD CONSTRAINT "{name}" PRIMARY KEY {new}')
             layout.done.append(f"primary key ({', '.join(columns)}) -> ({', '.join(columns)}, {COLUMN})")
         elif columns == ["key"]:
             cursor.execute(f'ALTER TABLE {TABLE} DROP CONSTRAINT "{name}"')
