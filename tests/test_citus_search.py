@@ -299,9 +299,9 @@ def nodes(tree):
 def test_every_vector_statement_walks_each_shard_s_hnsw_index_with_the_search_s_settings(cluster):
     """pgvector costs an HNSW scan at ef_search 400 near a sequential scan and
     sort of a few thousand rows, and a shard holds few: without the search's
-    settings (enable_sort off, on the workers too) each shard would read all
-    its vectors. The settings reach the workers: `SET LOCAL` statements with
-    citus.propagate_set_commands = 'local' in the same transaction."""
+    settings (enable_seqscan off, on the workers too) each shard would read
+    all its vectors. The settings reach the workers: `SET LOCAL` statements
+    with citus.propagate_set_commands = 'local' in the same transaction."""
     assert len(cluster["vector_plans"]) == 2  # the semantic arm, then its feedback pass
     for plan in cluster["vector_plans"]:
         scans = [n for n in nodes(plan) if n.get("Relation Name", "").startswith("search_document_")]

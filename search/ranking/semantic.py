@@ -127,12 +127,15 @@ def nearest(
         # Every shard walks its own HNSW graph. pgvector's estimate of an HNSW
         # scan grows with ef_search, and at 400 it comes near a sequential
         # scan and top-N sort of a few thousand rows, which is what a shard
-        # holds: the planner took the sort on every shard, reading every
-        # vector (at 5,909 rows in one table, 22 ms against 2.1 ms through
-        # the index; one server flips the same way when its table is compact,
-        # after a restore or VACUUM FULL). With sorts off on the shards, the
-        # index is the one plan that gives the order.
-        settings.append("enable_sort = off")
+        # holds: the planner read every vector of every shard (4 shards, 20,000
+        # rows: 41 to 65 ms against 6 to 10 through the index; one server flips
+        # the same way at 5,909 rows when its table is compact, after a restore
+        # or VACUUM FULL). Without sequential scans there, a shard walks its
+        # index, or, under a filter selective enough for an index of its own
+        # (a product, a status), sorts exactly the few rows that filter keeps:
+        # the HNSW scan of a filtered shard missed 6 of the top 20 and took
+        # twice as long under restrictive filters.
+        settings.append("enable_seqscan = off")
     # Settings local to this transaction, not the session's: a connection
     # pooler in transaction mode may hand the session to someone else. SET
     # LOCAL statements, not set_config(): Citus passes SET LOCAL on to the
