@@ -98,15 +98,16 @@ def distribute(cursor, step=None) -> Layout:
         layout.done.append(f"{TABLE} is distributed by {COLUMN} already")
         propagate_settings(cursor)
         return layout
-    if step is not None:  # autocommit between the steps: the new key's index built without blocking anyone
+    concurrently = step is not None  # autocommit between the steps: indexes made and dropped blocking no one
+    if concurrently:
         cursor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {NEW_KEY} ON {TABLE} (id, {COLUMN})")
     step = step or contextlib.nullcontext
     with step():
         _relax_constraints(cursor, layout)
+    vector_indexes = _vector_indexes(cursor)
+    for name in vector_indexes:  # ahead of the copy: a DROP INDEX in its transaction would block reads to the end
+        cursor.execute(f'DROP INDEX {"CONCURRENTLY " if concurrently else ""}"{name}"')
     with step():
-        vector_indexes = _vector_indexes(cursor)
-        for name in vector_indexes:
-            cursor.execute(f'DROP INDEX "{name}"')
         shards = shard_count(cursor)
         cursor.execute("SELECT create_distributed_table(%s, %s, shard_count := %s)", [TABLE, COLUMN, shards])
         # The rows already there were copied into the shards; the coordinator's own copy goes.
