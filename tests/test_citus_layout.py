@@ -238,3 +238,59 @@ def test_a_worker_down_is_a_503_that_says_the_cluster_is_degraded_and_readyz_nam
     assert down["ready"] == 200 and down["checks"]["cluster"] == f"degraded: worker 127.0.0.1:{port} not reachable"
     assert back["status"] == 200 and back["checks"]["cluster"] == "ok", back  # by itself, once the worker is back
     assert back["body"]["total"] > 0  # every product's shards answered
+
+
+class StoppingJira(FakeJira):
+    """A Jira that, as it serves its `after`th search, stops the
+    worker holding the shard of the product the sync writes (HADOOP's)."""
+
+    cluster = None
+    database = ""
+    after: int | None = None
+    stopped: str | None = None
+
+    def search(self, request, token_paging):
+        if self.after is not None:  # every search counts: the sync pages by keyset, a new search a page
+            self.after -= 1
+            if self.after == 0:
+                (port,) = self.cluster.sql(
+                    "coordinator",
+                    "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column("
+                    "'search_document', (SELECT id FROM backlog_product WHERE key = 'HADOOP'))",
+                    database=self.database,
+                )[0]
+                self.stopped = next(name for name, p in self.cluster.ports.items() if p == port)
+                self.cluster.stop(self.stopped)
+        return super().search(request, token_paging)
+
+
+def test_a_sync_cut_off_by_a_worker_down_resumes_with_nothing_lost_or_doubled(citus_cluster, tmp_path):
+    cluster = citus_cluster
+    cluster.create_database("cut")
+    url = cluster.url(database="cut")
+    manage(url, "migrate", "--no-input")
+    jira = StoppingJira.from_gitbugs(60)
+    # Six pages of ten: after the check's search and two pages, the worker stops under the third.
+    jira.cluster, jira.database, jira.after, jira.page_cap = cluster, "cut", 4, 10
+    jira.start()
+    credentials = {"JIRA_EMAIL": jira.email, "JIRA_API_TOKEN": jira.token}
+    command = [sys.executable, "manage.py", "sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress"]
+    try:
+        cut = subprocess.run(
+            command, cwd=ROOT, env={**os.environ, "DATABASE_URL": url, **credentials}, capture_output=True, text=True
+        )
+        cluster.start(jira.stopped)  # back after the third page: the sync died on it
+        jira.after = None
+        resumed = manage(
+            url, "sync", "jira", "--url", jira.url, "--project", "HADOOP", "--no-progress", env=credentials
+        )
+    finally:
+        for worker in set(cluster.workers) - cluster.running:
+            cluster.start(worker)
+        jira.stop()
+
+    said = cut.stderr.strip().splitlines()[-1]  # the command's own line (the log above it has the database's words)
+    assert cut.returncode != 0 and "the database refused a page; nothing of it was written" in said
+    assert "created" in resumed.stdout
+    rows = in_step(url)
+    assert len([row for row in rows if row[0] == "bug"]) == 60  # each issue once, none lost
