@@ -25,6 +25,7 @@ import pytest
 from psycopg import sql
 
 from tests.conftest import TRAMLINE, VAT_BUG, jsonl
+from tests.upstream.hostile import Sink
 from tests.upstream.jira import FakeJira
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,3 +295,42 @@ def test_a_sync_cut_off_by_a_worker_down_resumes_with_nothing_lost_or_doubled(ci
     assert "created" in resumed.stdout
     rows = in_step(url)
     assert len([row for row in rows if row[0] == "bug"]) == 60  # each issue once, none lost
+
+
+SAVED = """
+import json
+from datetime import UTC, datetime
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from backlog.services import import_records
+from saved.models import SavedSearch
+owner, _ = User.objects.get_or_create(username="watcher", defaults={"is_superuser": True})
+saved = SavedSearch.objects.create(
+    owner=owner, name="Quota bugs", query="quota exceeded", mode="keyword", filters={"entities": ["bug"]},
+    webhook_url="__HOOK__",
+)
+call_command("notify_saved_searches")  # nothing new since it was saved: nothing sent
+product = {"kind": "product", "key": "QUOTA", "name": "Quota service"}
+line = {"kind": "bug", "key": "BUG-88001", "product": "QUOTA", "title": "Quota exceeded when exporting 500 invoices",
+        "status": "open", "severity": "high", "created_at": datetime.now(UTC).isoformat()}  # new: after the save
+report = import_records([json.dumps(product), json.dumps(line)])
+assert report.written, report.problems
+call_command("notify_saved_searches")
+call_command("notify_saved_searches")  # sent once
+print(json.dumps(1))
+"""
+
+
+def test_a_saved_search_posts_its_new_matches_from_the_cluster_once(host):
+    _, url, _ = host
+    hook = Sink({"ok": True}).start()
+    try:
+        shell_env = {"SAVED_SEARCH_WEBHOOK_PRIVATE": "true", "SAVED_SEARCH_WEBHOOK_BACKOFF": "0.01"}
+        out = manage(url, "shell", "-c", SAVED.replace("__HOOK__", f"{hook.url}/hook"), env=shell_env)
+    finally:
+        hook.stop()
+
+    assert out.stdout.strip().splitlines()[-1] == "1"
+    (delivery,) = hook.requests
+    sent = json.loads(delivery.body)
+    assert [record["key"] for record in sent["records"]] == ["BUG-88001"] and sent["total"] == 1
