@@ -334,3 +334,43 @@ def test_a_saved_search_posts_its_new_matches_from_the_cluster_once(host):
     (delivery,) = hook.requests
     sent = json.loads(delivery.body)
     assert [record["key"] for record in sent["records"]] == ["BUG-88001"] and sent["total"] == 1
+
+
+def test_the_leak_and_access_tests_hold_on_the_cluster(citus_cluster):
+    """tests/test_leaks.py (every surface: REST, MCP over a real client session, the
+    staff UI, the admin, import) and tests/test_access_in_index.py, run whole against
+    a database of the cluster: pytest-django reuses it (--reuse-db, made here with
+    Citus on every node) and migrate distributes its index. The two tests that read
+    one server's plans are left out: on the coordinator a plan is Citus' Custom Scan
+    (tests/test_citus_search.py reads the shards' plans)."""
+    citus_cluster.create_database("test_leaks_citus")
+    plans = [
+        "tests/test_access_in_index.py::test_carol_s_words_are_found_in_her_products_lexemes_never_in_everyone_s",
+        "tests/test_access_in_index.py::test_carol_s_typo_probe_never_walks_her_records_in_product_order",
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--reuse-db",
+            "tests/test_leaks.py",
+            "tests/test_access_in_index.py",
+            *(f"--deselect={test}" for test in plans),
+        ],  # fmt: skip
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": citus_cluster.url(), "TEST_DATABASE_NAME": "test_leaks_citus"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in summary and "failed" not in summary, summary
+    distributed = citus_cluster.sql(
+        "coordinator", "SELECT logicalrelid::text FROM pg_dist_partition", database="test_leaks_citus"
+    )
+    assert distributed == [("search_document",)]
