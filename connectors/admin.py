@@ -30,6 +30,7 @@ class SyncRunInline(admin.TabularInline):
         "unchanged",
         "skipped",
         "requests",
+        "cause",
         "errors",
     ]
 
