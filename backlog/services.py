@@ -237,9 +237,10 @@ class _Stored:
     product_id: int  # its product (a product's own id), for consistency and access
 
 
-def _stored(keys: set[str]) -> dict[str, _Stored]:
-    """The records already in the database under any of `keys`, of any kind,
-    by their key in upper case."""
+def stored_by_key(keys) -> dict[str, "_Stored"]:
+    """The records already in the database under any of `keys`, of any kind
+    and product, by their key in upper case (the importer's, and a sync's
+    check of which keys it may write)."""
     found: dict[str, _Stored] = {}
     folded = list({key.upper() for key in keys})
     for kind, model in RECORD_MODELS.items():
@@ -264,7 +265,7 @@ def _resolve(
     """
     in_file = {p.record.key.upper(): p for p in parsed}
     named = {key for p in parsed for key in p.record.relations().values()}
-    stored = _stored(set(in_file) | named)
+    stored = stored_by_key(set(in_file) | named)
     allowed = None if products is None else set(products)
     hidden = {key for key, s in stored.items() if allowed is not None and s.product_id not in allowed}
 

@@ -65,13 +65,12 @@ class _Retryable(Exception):
         self.response = response
 
 
-def server_words(response: requests.Response) -> str:
-    """What the server said about a failure, short: Jira's errorMessages, GitHub's
-    and TestRail's message or error, else the start of the body. Any shape."""
-    try:
-        body = json.loads(response.content)
-    except (ValueError, RecursionError):
-        return " ".join(response.text.split())[:300]
+def server_words(body) -> str:
+    """What the server said about a failure (its body as `_body` reads it), short:
+    Jira's errorMessages, GitHub's and TestRail's message or error, else the
+    start of the body. Any shape."""
+    if isinstance(body, str):
+        return " ".join(body.split())[:300]
     if isinstance(body, dict):
         messages, errors = body.get("errorMessages"), body.get("errors")
         parts = list(messages) if isinstance(messages, list) else []
@@ -320,7 +319,8 @@ class Client:
             raise _Retryable(f"{_host(url)}: {what}", _retry_after(response), response)
         if status >= 400:
             where = without_credentials(url)
-            raise UpstreamError(f"{status} from {where}: {server_words(response)}", status, _body(response))
+            body = _body(response)
+            raise UpstreamError(f"{status} from {where}: {server_words(body)}", status, body)
         return response
 
     @staticmethod

@@ -43,8 +43,8 @@ from django.db.models.functions import Upper
 from django.utils import timezone
 
 from backlog.interchange import dumps
-from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import DATABASE_REFUSED, export_selected, import_records, no_progress
+from backlog.models import Bug, Product, QATest
+from backlog.services import DATABASE_REFUSED, export_selected, import_records, no_progress, stored_by_key
 
 from .base import OVERLAP, Connector, FeatureRef, Mapped, ProductInfo, SyncError, product_key, slug
 from .http import UpstreamError, without_credentials
@@ -55,7 +55,6 @@ logger = logging.getLogger(__name__)
 
 ERRORS_KEPT = 20
 ITEM_MODELS = {"bug": Bug, "test": QATest}
-RECORD_MODELS = {"product": Product, "feature": Feature, "test": QATest, "bug": Bug}
 KEY_MAX = Bug._meta.get_field("key").max_length
 UPSTREAM_ID_MAX = SyncedRecord._meta.get_field("upstream_id").max_length
 
@@ -96,12 +95,13 @@ class _Tally:
     fetched: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def error(self, message: str) -> None:
-        # Upstream's words are in it: stored as JSON, it may hold no NUL and no lone surrogate.
-        message = message.replace("\x00", "").encode(errors="replace").decode()
+    def error(self, message: str) -> str:
+        """Log and keep `message` (the first ERRORS_KEPT); it as kept."""
+        message = _storable_text(message)
         logger.warning("sync: %s", message)
         if len(self.errors) < ERRORS_KEPT:
             self.errors.append(message)
+        return message
 
 
 def run(
@@ -170,8 +170,7 @@ def run(
 def _fail(sync_run, tally, connector, started, message: str):
     if tally.fetched:
         message += "; the pages written before are kept, and the next sync resumes after them"
-    tally.error(message)
-    sync_run.cause = tally.errors[-1][:500] if tally.errors else message[:500]
+    sync_run.cause = tally.error(message)[:500]
     _finish(sync_run, tally, connector, RunStatus.FAILED, started)
     raise SyncError(message) from None
 
@@ -296,7 +295,7 @@ class _Writer:
             return self.features[ref.upstream_id]
         base = f"{self.product.key}.{slug(ref.name) or 'feature'}"[:64]
         key = base
-        if key.upper() in taken or _holders([key]):
+        if key.upper() in taken or stored_by_key([key]):
             key = f"{base[:40]}-{slug(ref.upstream_id, 20)}"
         self.features[ref.upstream_id] = key
         taken.add(key.upper())
@@ -349,7 +348,7 @@ class _Writer:
             elif m.record.get("product") != self.product.key:
                 problems[index] = f"it names product {str(m.record.get('product'))[:64]}, not {self.product.key}"
         keys = [m.record["key"] for index, m in enumerate(items) if index not in problems]
-        held = _holders(keys)
+        held = stored_by_key(keys)
         product_id = Product.objects.filter(key__iexact=self.product.key).values_list("id", flat=True).first()
         mine = {
             (kind, key.upper())
@@ -361,8 +360,8 @@ class _Writer:
         for index, m in enumerate(items):
             folded = m.record["key"].upper() if index not in problems else None
             if folded in held:
-                kind, in_product = held[folded]
-                if (kind, folded) not in mine or kind != m.kind or in_product != product_id:
+                holder = held[folded]
+                if (holder.kind, folded) not in mine or holder.kind != m.kind or holder.product_id != product_id:
                     problems[index] = "the key is taken by a record this source did not write"
         for index, why in problems.items():
             self.tally.skipped += 1
@@ -506,6 +505,11 @@ class _Writer:
             self.source.save(update_fields=["pending_links"])
 
 
+def _storable_text(text: str) -> str:
+    """Upstream's words as PostgreSQL stores them in JSON: no NUL, no lone surrogate."""
+    return text.replace("\x00", "").encode(errors="replace").decode()
+
+
 def _storable(value, limit: int = UPSTREAM_ID_MAX) -> bool:
     """A key or upstream id PostgreSQL can keep: text within `limit`, no NUL, valid UTF-8."""
     if not isinstance(value, str) or not 0 < len(value) <= limit or "\x00" in value:
@@ -515,18 +519,6 @@ def _storable(value, limit: int = UPSTREAM_ID_MAX) -> bool:
     except UnicodeEncodeError:  # a lone surrogate
         return False
     return True
-
-
-def _holders(keys: list[str]) -> dict[str, tuple[str, int]]:
-    """The kind and product id of the record holding each of `keys` (in upper case), in any product."""
-    folded = list({key.upper() for key in keys})
-    held = {}
-    for kind, model in RECORD_MODELS.items():
-        product = "id" if kind == "product" else "product_id"
-        rows = model.objects.annotate(folded=Upper("key")).filter(folded__in=folded).values_list("key", product)
-        for key, product_id in rows:
-            held[key.upper()] = (kind, product_id)
-    return held
 
 
 def _problem_of(report, key: str) -> str:

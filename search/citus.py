@@ -33,6 +33,9 @@ from django.conf import settings
 
 TABLE = "search_document"
 COLUMN = "product_id"
+# SQL any statement may carry, costing nothing: whether the Citus library is loaded
+# (it defines citus.version); only then is there anything to ask of Citus' catalogs.
+LOADED = "current_setting('citus.version', true) IS NOT NULL"
 NEW_KEY = "search_document_id_product"  # the new primary key's index, built ahead by `manage.py distribute`
 
 

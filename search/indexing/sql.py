@@ -12,6 +12,8 @@ for snippets; `content_hash` is the md5 of the text that gets embedded, so a
 row whose embedding is stale is one comparison away.
 """
 
+from search import citus
+
 TEXT_SEARCH_CONFIG = "english"
 
 # Each kind's table and the index row's columns, as SQL over the record `r`.
@@ -266,9 +268,8 @@ def unindex_rows_sql(kind: str, source: str) -> str:
 # read a trigger's transition table ("executor could not find named
 # tuplestore"): the trigger copies it into a temporary table first, and reads
 # that. Everywhere else it reads the transition table itself. The statements
-# are the same; only where they read from differs (`citus.version` is set
-# wherever the Citus library is loaded).
-ON_CITUS = "current_setting('citus.version', true) IS NOT NULL"
+# are the same; only where they read from differs.
+ON_CITUS = citus.LOADED
 
 
 def _copied(transition: str, copy: str) -> str:

@@ -25,16 +25,13 @@ says the Citus library is not there; elsewhere it is one short statement.
 
 import time
 
-from search import db
+from search import citus, db
 
 CHECK_SECONDS = 60
 # (alias, database name) -> (when learned, distributed)
 _known: dict[tuple[str, str], tuple[float, bool]] = {}
 
-# SQL any statement may carry as a column, costing nothing: whether the
-# Citus library is loaded (it defines citus.version); only then is there
-# anything to ask of the Citus catalogs.
-CITUS_LOADED = "current_setting('citus.version', true) IS NOT NULL"
+CITUS_LOADED = citus.LOADED  # carried as a column by a statement that runs anyway
 
 
 def _key() -> tuple[str, str]:
@@ -65,14 +62,8 @@ def note_citus(loaded: bool) -> bool:
         return _remember(False)
     if (answer := known()) is not None:
         return answer
-    with db.cursor() as cursor:
-        cursor.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
-        if not cursor.fetchone()[0]:  # loaded, but this database has no Citus
-            return _remember(False)
-        cursor.execute(
-            "SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass('search_document'))"
-        )
-        return _remember(cursor.fetchone()[0])
+    with db.cursor() as cursor:  # loaded, but this database may have no Citus
+        return _remember(citus.installed(cursor) and citus.distributed(cursor))
 
 
 def _remember(distributed: bool) -> bool:

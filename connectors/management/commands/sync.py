@@ -44,6 +44,10 @@ DEFAULT_URLS = {"github": "https://api.github.com", "testio": "https://api.test.
 class Command(BaseCommand):
     help = "Sync records from Jira, GitHub Issues, TestRail or TestIO (docs/connectors.md)."
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.syncing: dict[int, threading.Thread] = {}  # under --watch: the syncs running, by source
+
     def add_arguments(self, parser):
         parser.add_argument("source", nargs="?", help=f"a kind ({', '.join(KINDS)}) or a configured source's name")
         parser.add_argument("--url", help="the site (Jira, TestRail) or API base (GitHub Enterprise, TestIO)")
@@ -196,7 +200,6 @@ class Command(BaseCommand):
         a thread of its own. A stop in the middle of a page rolls the page
         back; the next sync resumes there."""
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-        self.syncing: dict[int, threading.Thread] = {}
         try:
             while True:
                 close_old_connections()
@@ -211,9 +214,7 @@ class Command(BaseCommand):
 
     def round(self) -> None:
         """Start a sync of every due source not syncing already, up to SYNC_WORKERS at once."""
-        syncing = getattr(self, "syncing", None)
-        if syncing is None:
-            syncing = self.syncing = {}
+        syncing = self.syncing
         for pk in [pk for pk, thread in syncing.items() if not thread.is_alive()]:
             del syncing[pk]
         for source in Source.objects.filter(enabled=True).order_by("pk"):
@@ -239,5 +240,5 @@ class Command(BaseCommand):
 
     def wait(self) -> None:
         """Until the syncs started are done (tests, and `--due`-like callers)."""
-        for thread in list(getattr(self, "syncing", {}).values()):
+        for thread in list(self.syncing.values()):
             thread.join()
