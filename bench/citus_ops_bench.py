@@ -507,25 +507,10 @@ def child_unsync(args) -> dict:
 
 
 def jira_site(issues: int):
-    """bench/sync_bench.py's site(), without its Django setup: gitbugs-hadoop's first
-    200 bugs over and over, with components and about 1% duplicate links."""
+    """bench/sync_bench.py's site (FakeJira.busy_site), imported without Django set up."""
     from tests.upstream.jira import FakeJira
 
-    base = FakeJira.from_gitbugs(200)
-    jira = FakeJira()
-    templates = list(base.issues.values())
-    components = ["hdfs", "yarn", "mapreduce", "common", "security", "build", None]
-    for number in range(issues):
-        fields = templates[number % len(templates)]["fields"]
-        component = components[number % len(components)]
-        jira.add(
-            fields["summary"], "", priority=fields["priority"]["name"], components=[component] if component else []
-        )
-        jira.issues[max(jira.issues)]["fields"]["description"] = fields["description"]
-    keys = [issue["key"] for issue in jira.issues.values()]
-    for number in range(50, issues, 97):
-        jira.link_duplicate(keys[number], keys[number - 50], touch=False)
-    return jira
+    return FakeJira.busy_site(issues)
 
 
 def jira_env(jira) -> dict:

@@ -43,31 +43,13 @@ def empty_tables() -> None:
         cursor.execute("VACUUM ANALYZE")
 
 
-def site(issues: int) -> FakeJira:
-    base = FakeJira.from_gitbugs(200)
-    jira = FakeJira()
-    templates = list(base.issues.values())
-    components = ["hdfs", "yarn", "mapreduce", "common", "security", "build", None]
-    for number in range(issues):
-        fields = templates[number % len(templates)]["fields"]
-        component = components[number % len(components)]
-        jira.add(
-            fields["summary"], "", priority=fields["priority"]["name"], components=[component] if component else []
-        )
-        jira.issues[max(jira.issues)]["fields"]["description"] = fields["description"]
-    keys = [issue["key"] for issue in jira.issues.values()]
-    for number in range(50, issues, 97):  # about 1% are duplicates of an earlier report
-        jira.link_duplicate(keys[number], keys[number - 50], touch=False)
-    return jira
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--issues", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    jira = site(args.issues).start()
+    jira = FakeJira.busy_site(args.issues).start()
     os.environ["BENCH_JIRA_EMAIL"], os.environ["BENCH_JIRA_TOKEN"] = jira.email, jira.token
     connection.settings_dict["TEST"]["NAME"] = "bench_sync"
     old_config = setup_databases(verbosity=0, interactive=False)

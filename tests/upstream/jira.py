@@ -262,6 +262,26 @@ class FakeJira(Upstream):
             )
         return jira
 
+    @classmethod
+    def busy_site(cls, issues: int) -> "FakeJira":
+        """A site of `issues` issues for the benchmarks: gitbugs-hadoop's first 200
+        bugs over and over, with components and about 1% duplicate links."""
+        base = cls.from_gitbugs(200)
+        jira = cls()
+        templates = list(base.issues.values())
+        components = ["hdfs", "yarn", "mapreduce", "common", "security", "build", None]
+        for number in range(issues):
+            fields = templates[number % len(templates)]["fields"]
+            component = components[number % len(components)]
+            jira.add(
+                fields["summary"], "", priority=fields["priority"]["name"], components=[component] if component else []
+            )
+            jira.issues[max(jira.issues)]["fields"]["description"] = fields["description"]
+        keys = [issue["key"] for issue in jira.issues.values()]
+        for number in range(50, issues, 97):  # about 1% are duplicates of an earlier report
+            jira.link_duplicate(keys[number], keys[number - 50], touch=False)
+        return jira
+
     # -- the API ----------------------------------------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
