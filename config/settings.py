@@ -361,7 +361,7 @@ LOGGING = {
 }
 
 # REST API (api/, docs/api.md). Every endpoint needs a user: a token
-# (`Authorization: Token ...`, issued and revoked in the admin) or a session.
+# (`Authorization: Token ...` or `Bearer ...`, issued and revoked in the admin) or a session.
 # TokenAuthentication comes first so that a request without credentials gets
 # 401 with `WWW-Authenticate: Token`. JSON only: bodies are what search.service
 # returns, unchanged.

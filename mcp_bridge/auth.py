@@ -5,7 +5,8 @@ an inactive user's token opens neither (as DRF's TokenAuthentication).
 The SDK answers 401 for a missing or unknown token; the user's id travels
 in the access token's subject to the tools (mcp_bridge.server). A token
 that cannot be checked because the database is down is neither: the
-request gets the 503 every surface gives then (`DatabaseOutage`).
+request gets the 503 every surface gives then (`DatabaseOutage`). The token
+comes as `Bearer <key>` or, as REST takes it, `Token <key>` (`TokenScheme`).
 """
 
 import json
@@ -62,9 +63,31 @@ class DatabaseOutage:
             await send({"type": "http.response.body", "body": json.dumps(exc.body()).encode()})
 
 
+class TokenScheme:
+    """ASGI middleware before the SDK's authentication, which reads only
+    `Bearer`: a REST header, `Authorization: Token <key>`, is read as
+    `Bearer <key>`, so one header works on both surfaces."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            scope = {**scope, "headers": [(name, _as_bearer(name, value)) for name, value in scope["headers"]]}
+        await self.app(scope, receive, send)
+
+
+def _as_bearer(name: bytes, value: bytes) -> bytes:
+    scheme, _, key = value.strip().partition(b" ")
+    if name.lower() == b"authorization" and scheme.lower() == b"token" and key.strip():
+        return b"Bearer " + key.strip()
+    return value
+
+
 def http_app(server, host: str):
     """The streamable HTTP app of `server` (stateless), with DatabaseOutage
-    outside its authentication."""
+    and TokenScheme outside its authentication."""
     app = server.streamable_http_app(host=host, stateless_http=True)
     app.add_middleware(DatabaseOutage)
+    app.add_middleware(TokenScheme)
     return app

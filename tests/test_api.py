@@ -352,6 +352,21 @@ def test_a_token_issued_in_the_admin_works_until_it_is_revoked_there(story, bob,
     assert after.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
 
 
+@pytest.mark.parametrize("scheme", ["Token", "Bearer", "bearer"])
+def test_a_token_opens_rest_as_token_or_as_bearer_the_scheme_mcp_asks_for(story, bob, scheme):
+    """Bob's script sends the header his MCP client sends (Bearer): REST takes it too."""
+    key = Token.objects.create(user=bob).key
+    program = APIClient()
+    program.credentials(HTTP_AUTHORIZATION=f"{scheme} {key}")
+    wrong = APIClient()
+    wrong.credentials(HTTP_AUTHORIZATION=f"{scheme} not-a-token")
+
+    assert program.get("/api/bugs/BUG-12").status_code == 200
+    refused = wrong.get("/api/bugs/BUG-12")
+    assert refused.status_code == 401
+    assert refused.json() == {"error": {"code": "authentication_failed", "message": "Invalid token."}}
+
+
 def test_a_session_works_too_and_its_writes_need_the_csrf_token(story, alice):
     browser = APIClient(enforce_csrf_checks=True)
     browser.force_login(alice)

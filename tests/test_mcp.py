@@ -652,6 +652,24 @@ def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_c
     assert answer["result"]["structuredContent"]["results"][0]["key"]
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "Token", "token"])
+def test_http_takes_the_token_in_either_scheme_as_rest_does(http_server, alice_token, scheme):
+    """Alice copies her REST header (`Token <key>`) into her MCP client: it opens MCP too."""
+    key, _ = alice_token
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"{scheme} {key}",
+    }
+    request = urllib.request.Request(http_server, json.dumps(call).encode(), headers, method="POST")
+
+    with urllib.request.urlopen(request, timeout=30) as response:
+        events = [line[len("data: ") :] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+
+    assert "search" in {tool["name"] for tool in json.loads(events[-1])["result"]["tools"]}
+
+
 def test_over_http_a_token_that_cannot_be_checked_with_the_database_down_is_a_503_not_a_500(monkeypatch):
     """The token check runs before any tool, outside the tools' own error handling:
     a lost database there gets the 503 and Retry-After every surface gives."""
