@@ -1,12 +1,12 @@
 # Two commands do all the set-up (see README.md):
-#   make run    install, start the embedded database, migrate, load demo data, serve
+#   make run    install the app, start the embedded database, migrate, load demo data, serve
 #   make dev    the same with Django's debug pages
-#   make test   install, then run the whole test suite
+#   make test   install the app and the tests' extras, then run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run dev test install system-packages bench fuzz lint pool-check screenshots
+.PHONY: run dev test install install-dev system-packages bench fuzz lint pool-check screenshots
 
 # As in production: no debug pages (an error shows nobody settings or paths).
 # exec: serve replaces the shell, and stops everything when make is stopped by its PID.
@@ -17,16 +17,26 @@ run: install
 dev: install
 	DEBUG=true exec $(BIN)/python manage.py serve
 
-test: install system-packages
+test: install-dev system-packages
 	$(BIN)/python -m pytest
 
+# What the app runs on (requirements.txt): all that `make run` needs.
 install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+# And the tests', benchmarks' and linter's extras (requirements-dev.txt includes requirements.txt).
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
-	touch $@
+	touch $@ $(VENV)/.installed
 
 # Debian packages the tests drive: Chromium for the browser tests (Playwright's
 # own download does not work on these machines), user-mode QEMU, which runs
@@ -52,22 +62,22 @@ system-packages:
 
 # The search, import, REST and MCP tests once more, with the database behind
 # a PgBouncer in transaction mode, 4 server connections (tests/pgbouncer.py).
-pool-check: install system-packages
+pool-check: install-dev system-packages
 	$(BIN)/python -m tests.pgbouncer tests/test_search.py tests/test_import_export.py tests/test_api.py \
 	  tests/test_mcp.py tests/test_service.py
 
 # The screenshots docs/ shows, taken anew by the browser tests (a plain `make test`
 # writes its screenshots to artifacts/ only, and leaves the checkout clean).
-screenshots: install system-packages
+screenshots: install-dev system-packages
 	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_duplicates_browser.py tests/test_connector_browser.py
 
-bench: install
+bench: install-dev
 	$(BIN)/python bench/import_bench.py
 
 # The long fuzz run (bench/fuzz.py): every fuzz test with FUZZ_EXAMPLES=6000
 # unless given, figures per surface (inputs, server errors, leaks).
-fuzz: install
+fuzz: install-dev
 	$(BIN)/python bench/fuzz.py --examples $${FUZZ_EXAMPLES:-6000}
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .

@@ -222,3 +222,23 @@ def test_an_import_sent_chunked_is_read_through_gunicorn_within_the_same_limit(s
     assert report["written"] is True and report["created"] == {"product": 2, "feature": 2, "test": 1, "bug": 1}
     assert Product.objects.filter(key="PRD-1").exists()
     assert too_large_status == 413 and too_large["error"]["code"] == "too_large"
+
+
+def test_make_run_installs_the_apps_requirements_only_and_make_test_the_tests_extras_too(tmp_path):
+    """A team's server gets what the app runs on, not the test tools (803 MB
+    with them); CI runs exactly the README's `make test`, which installs them."""
+
+    def planned(target: str) -> list[str]:
+        made = subprocess.run(
+            ["make", "-n", "--no-print-directory", target, f"VENV={tmp_path / 'venv'}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return [line for line in made.stdout.splitlines() if "pip install" in line and " -r " in line]
+
+    assert [line.split(" -r ")[1] for line in planned("run")] == ["requirements.txt"]
+    assert [line.split(" -r ")[1] for line in planned("test")] == ["requirements-dev.txt"]
+    assert (ROOT / "requirements-dev.txt").read_text().startswith("-r requirements.txt")
+    assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"
