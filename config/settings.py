@@ -274,14 +274,16 @@ elif DATABASE_POOLER:
 
 # `manage.py serve` (runtime/): where it listens, which server it runs, the
 # port of MCP over HTTP beside it (0: not served), the demo records it loads
-# into an empty database, and the superuser it makes if missing (without
-# ADMIN_PASSWORD, a password is made and kept in .local/admin-password).
+# into an empty database (the embedded one only, unless asked: nothing fake
+# goes into a team's own), and the superuser it makes if missing (without
+# ADMIN_PASSWORD, a password is made and kept in .local/admin-passwords/, a
+# file per database).
 SERVE_ADDRPORT = envstr("SERVE_ADDRPORT", "127.0.0.1:8000")
 SERVE_SERVER = envstr("SERVE_SERVER", "gunicorn")
 if SERVE_SERVER not in ("gunicorn", "runserver"):
     raise ImproperlyConfigured(f"SERVE_SERVER={SERVE_SERVER!r}: use gunicorn or runserver.")
 SERVE_MCP_PORT = envint("SERVE_MCP_PORT", 8001)
-DEMO_RECORDS = envint("DEMO_RECORDS", 5000)
+DEMO_RECORDS = envint("DEMO_RECORDS", 5000 if EMBEDDED_DATABASE else 0)
 ADMIN_USERNAME = envstr("ADMIN_USERNAME", "admin")
 ADMIN_PASSWORD = envstr("ADMIN_PASSWORD", "")
 # gunicorn under `serve` (runtime/supervisor.py): processes, threads in each,

@@ -4,6 +4,8 @@
 (gunicorn, or `--server runserver`) and the helpers beside it.
 """
 
+import hashlib
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connection
 
 from runtime import supervisor
 
@@ -98,20 +101,33 @@ class Command(BaseCommand):
         return status
 
     def ensure_admin(self) -> tuple[str, str]:
+        """The admin user, made if missing, and what its password is: one that
+        logs in to this database, or none (a password kept for another
+        database, or changed since, is never printed)."""
         User = get_user_model()
-        username, password = settings.ADMIN_USERNAME, settings.ADMIN_PASSWORD
-        password_file = Path(settings.BASE_DIR) / ".local" / "admin-password"
-        if not User.objects.filter(username=username).exists():
-            if not password:
-                password = secrets.token_urlsafe(12)
-                password_file.parent.mkdir(exist_ok=True)
-                password_file.write_text(password + "\n")
-                password_file.chmod(0o600)
-            User.objects.create_superuser(username, f"{username}@localhost", password)
+        username = settings.ADMIN_USERNAME
+        kept = admin_password_file()
+        admin = User.objects.filter(username=username).first()
+        if admin is None:
+            password = settings.ADMIN_PASSWORD or secrets.token_urlsafe(12)
+            if not settings.ADMIN_PASSWORD:
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_text(password + "\n")
+                kept.chmod(0o600)
+            admin = User.objects.create_superuser(username, f"{username}@localhost", password)
         if settings.ADMIN_PASSWORD:
-            return username, "password from ADMIN_PASSWORD"
-        if password_file.exists():
-            return username, f"password {password_file.read_text().strip()} (kept in .local/admin-password)"
+            if admin.check_password(settings.ADMIN_PASSWORD):
+                return username, "password from ADMIN_PASSWORD"
+            return username, "the password you set for it; ADMIN_PASSWORD is not it, an existing user's is left alone"
+        # .local/admin-password: the one file of earlier versions, whichever database it was made for.
+        for path in (kept, kept.parent.parent / "admin-password"):
+            password = path.read_text().strip() if path.is_file() else ""
+            if password and admin.check_password(password):
+                if path != kept:
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    kept.write_text(password + "\n")
+                    kept.chmod(0o600)
+                return username, f"password {password} (kept in {kept.relative_to(settings.BASE_DIR)})"
         return username, "the password you set for it"
 
     def ensure_token(self, username: str) -> str:
@@ -124,3 +140,17 @@ class Command(BaseCommand):
         if settings.EMBEDDED_DATABASE:
             return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
         return "DATABASE_URL"
+
+
+def admin_password_file() -> Path:
+    """Where the admin's generated password is kept for the database served:
+    a file per database (its server, port and name), so a run against
+    another database never replaces the password that logs in to this one."""
+    params = connection.settings_dict
+    if settings.EMBEDDED_DATABASE:
+        identity = f"{settings.EMBEDDED_PG_DIR}/{params['NAME']}"
+    else:
+        identity = f"{params['HOST'] or 'localhost'}:{params['PORT'] or 5432}/{params['NAME']}"
+    readable = re.sub(r"[^A-Za-z0-9_.]+", "-", identity).strip("-.")[-80:]
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
+    return Path(settings.BASE_DIR) / ".local" / "admin-passwords" / f"{readable}-{digest}"
