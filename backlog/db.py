@@ -4,7 +4,7 @@ Kept small and named, so that models and migrations read as Django code.
 """
 
 from django.core.management.base import CommandError
-from django.db import models
+from django.db import DatabaseError, models
 from django.db.migrations.operations.base import Operation
 from django.db.utils import InterfaceError, OperationalError
 
@@ -94,7 +94,14 @@ def ensure_extension(connection, name: str, package_hint: str) -> None:
                 "the embedded PostgreSQL that ships with it."
             )
         if row[0] is None:
-            cursor.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
+            try:
+                cursor.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"')
+            except DatabaseError as error:  # config.checks says so first, unless checks were skipped
+                raise CommandError(
+                    f"This role may not create the '{name}' extension ({str(error).strip().splitlines()[0]}). "
+                    f"Have a superuser run in this database: CREATE EXTENSION {name}; then migrate again "
+                    "(docs/deploy.md, step 1)."
+                ) from None
 
 
 # SQLSTATEs of a server going away or not back yet: admin_shutdown, crash_shutdown,
