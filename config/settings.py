@@ -398,6 +398,13 @@ SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
 SYNC_HTTP_DEADLINE = envfloat("SYNC_HTTP_DEADLINE", 120.0)
 SYNC_HTTP_MAX_BYTES = envint("SYNC_HTTP_MAX_BYTES", 64 * 1024 * 1024)
 SYNC_RUN_DEADLINE = envfloat("SYNC_RUN_DEADLINE", 3600.0)
+# Webhooks (connectors/hooks.py): the largest body taken, deliveries a source
+# takes a minute, and deliveries waiting to be processed before new ones get a
+# 503 (the vendors send them again); seconds between the processor's looks.
+WEBHOOK_MAX_BYTES = envint("WEBHOOK_MAX_BYTES", 5 * 1024 * 1024)
+WEBHOOK_RATE_PER_MINUTE = envint("WEBHOOK_RATE_PER_MINUTE", 3000)
+WEBHOOK_BACKLOG = envint("WEBHOOK_BACKLOG", 20_000)
+WEBHOOK_POLL_SECONDS = envfloat("WEBHOOK_POLL_SECONDS", 0.25)
 # A deletion sweep that would delete more than SYNC_SWEEP_MIN_RECORDS records and
 # more than this share of a source's records stops and reports instead
 # (`sync --allow-mass-delete` lets it through): a listing cut short is not a deletion.

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from connectors import views as connector_views
+
 from . import health
 
 admin.site.site_header = "QA Search curation"
@@ -15,6 +17,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
+    path("hooks/<str:kind>", connector_views.hook, name="hook"),
     path("saved/", include("saved.urls")),
     path("", include("ui.urls")),
 ]

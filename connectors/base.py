@@ -14,6 +14,11 @@ A connector reads; it never writes. `sync.run` asks it, in this order:
   sweep (as few fields as the API allows), and `confirm_gone(ids)` where
   the API can say why one is missing.
 
+Webhooks (connectors.hooks) ask two more: `hook_event(event, payload)`,
+what a verified delivery says (items to write as they came, ids to read
+again, ids gone), and `fetch(ids)`, the items as upstream holds them now
+within the source's project and query (None: gone from it).
+
 Keys: a record key is the product key and the upstream number
 (`HADOOP-1234`, `SEAMONKEY-77`); features come back as `FeatureRef`s and
 are given keys by the sync, which knows what is already stored.
@@ -75,6 +80,19 @@ class ProductInfo:
         self.description = self.description if isinstance(self.description, str) else ""
 
 
+@dataclass
+class HookEvent:
+    """What a webhook delivery asks: `items` to write as the payload holds them
+    (upstream's whole item, with its `updated`), `fetch`: ids whose item must
+    be read again (a partial payload), `gone`: ids deleted or moved out."""
+
+    items: list[dict] = field(default_factory=list)
+    fetch: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    #: The items are new upstream (opened, created): none of them can have been seen before.
+    new: bool = False
+
+
 class SyncError(Exception):
     """A sync that could not run or finish; the message says why and what to do."""
 
@@ -117,6 +135,15 @@ class Connector:
         """Of the upstream ids the listing no longer holds, those really gone, with
         why; a source that can ask for one item checks (GitHub), others trust the listing."""
         return {upstream: "not listed" for upstream in ids}
+
+    def hook_event(self, event: str, payload: dict) -> HookEvent:
+        """What a verified webhook delivery of `event` asks (an empty HookEvent: nothing)."""
+        raise SyncError(f"{self.kind} sends no webhooks this service reads")
+
+    def fetch(self, upstream_ids: list[str]) -> dict[str, dict | None]:
+        """Each id's item as upstream holds it now, or None where it is gone
+        (deleted, moved to another project, or outside the source's query)."""
+        raise NotImplementedError
 
     def label(self, item) -> str:
         """How a report names an upstream item that could not be read: its key,

@@ -93,12 +93,29 @@ class Source(models.Model):
     )
     state = models.JSONField(default=dict, blank=True, help_text="what a source kind keeps between syncs")
 
+    hook_secret_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="environment variable holding the webhook secret (empty: GITHUB_WEBHOOK_SECRET, "
+        "JIRA_WEBHOOK_SECRET or TESTRAIL_WEBHOOK_SECRET by kind); docs/connectors.md, Webhooks",
+    )
+    hook_received_at = models.DateTimeField(null=True, blank=True, help_text="the last webhook delivery taken")
+    hook_refused = models.PositiveIntegerField(default=0, help_text="deliveries refused: a wrong or missing signature")
+    hook_refused_at = models.DateTimeField(null=True, blank=True)
+    hook_ignored = models.PositiveIntegerField(
+        default=0, help_text="deliveries signed for this source about a project it does not sync"
+    )
+
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["kind", "url", "project"], name="source_once")]
 
     def __str__(self):
         return self.name
+
+    @property
+    def hook_secret_variable(self) -> str:
+        return self.hook_secret_env or f"{self.kind.upper()}_WEBHOOK_SECRET"
 
     def due(self, now=None) -> bool:
         """Whether a scheduled sync should run now: its period after the last
@@ -135,6 +152,11 @@ class SyncRun(models.Model):
     skipped = models.PositiveIntegerField(default=0, help_text="items that could not be written (see errors)")
     requests = models.PositiveIntegerField(default=0, help_text="HTTP requests made upstream")
     swept = models.BooleanField(default=False, help_text="whether this run looked for deletions")
+    missed = models.PositiveIntegerField(
+        default=0,
+        help_text="of a source that takes webhooks: records this run had to write or delete that upstream "
+        "changed well before it started (what the pushes missed)",
+    )
     errors = models.JSONField(default=list, blank=True, help_text="the first problems, in plain words")
     cause = models.CharField(
         max_length=500,
@@ -169,6 +191,9 @@ class SyncedRecord(models.Model):
     kind = models.CharField(max_length=16)
     upstream_id = models.CharField(max_length=100)
     key = models.CharField(max_length=64)
+    upstream_updated = models.DateTimeField(
+        null=True, blank=True, help_text="upstream's time of the state written: an older one is never written over it"
+    )
 
     class Meta:
         constraints = [
@@ -178,6 +203,41 @@ class SyncedRecord(models.Model):
 
     def __str__(self):
         return f"{self.source} {self.kind} {self.upstream_id} → {self.key}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DONE = "done"
+    IGNORED = "ignored"
+    FAILED = "failed"
+
+
+class Delivery(models.Model):
+    """A webhook delivery taken: verified and stored at once, processed after
+    (connectors.hooks). The vendor's delivery id makes a repeat a no-op."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries")
+    delivery_id = models.CharField(max_length=200, help_text="the vendor's id of the delivery, or of its body")
+    event = models.CharField(max_length=100, help_text="the vendor's event and action, like issues.edited")
+    upstream_id = models.CharField(max_length=100, blank=True, help_text="the upstream item it is about")
+    received_at = models.DateTimeField(default=timezone.now)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["received_at", "id"]
+        verbose_name_plural = "deliveries"
+        constraints = [models.UniqueConstraint(fields=["source", "delivery_id"], name="delivery_once")]
+        indexes = [
+            models.Index(fields=["received_at"], name="delivery_pending", condition=models.Q(status="pending")),
+            models.Index(fields=["source", "upstream_id"], name="delivery_item"),
+        ]
+
+    def __str__(self):
+        return f"{self.source} {self.event} {self.delivery_id}"
 
 
 def history(user, runs: int = 5) -> list[tuple[Source, list[SyncRun]]]:

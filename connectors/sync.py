@@ -21,6 +21,8 @@ The invariants, in the order they matter:
   anything else is refused for that item and reported; the page goes on.
   A product it did not create it feeds only when the operator named it
   (`--product`), and then never renames or edits it.
+- In order of truth: an item is never written over a newer state of itself
+  (SyncedRecord.upstream_updated), whoever wrote that (a sync or a webhook).
 - Deletions come only from a complete listing of upstream ids (`all_ids`),
   never from an empty one while records are held, and never more than
   SYNC_SWEEP_MAX_SHARE of the source's records unless the operator says so.
@@ -93,6 +95,7 @@ class _Tally:
     skipped: int = 0
     deleted: int = 0
     fetched: int = 0
+    missed: int = 0
     errors: list[str] = field(default_factory=list)
 
     def error(self, message: str) -> str:
@@ -256,7 +259,7 @@ _LOCK_CLASS = 0x5359  # "SY": advisory locks of syncs, by source id
 
 
 def _save_progress(sync_run: SyncRun, tally: _Tally, connector: Connector | None) -> None:
-    for name in ("fetched", "created", "updated", "unchanged", "skipped", "deleted"):
+    for name in ("fetched", "created", "updated", "unchanged", "skipped", "deleted", "missed"):
         setattr(sync_run, name, getattr(tally, name))
     sync_run.requests = connector.client.requests_made if connector else 0
     sync_run.errors = tally.errors
@@ -274,14 +277,25 @@ def _sweep_due(source: Source) -> bool:
     return source.swept_at is None or timezone.now() - source.swept_at >= timedelta(minutes=source.sweep_minutes)
 
 
-class _Writer:
-    """Writes pages of mapped items for one source and product."""
+#: A change upstream this much older than a sync, of a source that takes webhooks,
+#: should have come by webhook: the sync counts it as missed.
+HOOK_GRACE = timedelta(minutes=2)
 
-    def __init__(self, source: Source, product: ProductInfo, tally: _Tally, product_is_ours: bool = True):
+
+class _Writer:
+    """Writes pages of mapped items for one source and product (`hook`: for a
+    webhook delivery, which never moves the checkpoint)."""
+
+    def __init__(
+        self, source: Source, product: ProductInfo, tally: _Tally, product_is_ours: bool = True, hook: bool = False
+    ):
         self.source = source
         self.product = product
         self.tally = tally
         self.started = timezone.now()
+        self.hook = hook
+        # What a sync writes that changed upstream before this, a webhook should have brought.
+        self.missed_before = None if hook or source.hook_received_at is None else self.started - HOOK_GRACE
         self.features = dict(
             SyncedRecord.objects.filter(source=source, kind="feature").values_list("upstream_id", "key")
         )
@@ -303,7 +317,7 @@ class _Writer:
 
     def write(self, mapped: list[Mapped], checkpoint) -> None:
         with transaction.atomic():
-            items = self._owned([extra for m in mapped for extra in m.extra] + mapped)
+            items = self._newest(self._owned([extra for m in mapped for extra in m.extra] + mapped))
             if not items:
                 self._advance(checkpoint)
                 return
@@ -369,7 +383,34 @@ class _Writer:
             self.source.pending_links.pop(items[index].record.get("key"), None)
         return [m for index, m in enumerate(items) if index not in problems]
 
+    def _newest(self, items: list[Mapped]) -> list[Mapped]:
+        """The items not older than the state already written of them (by a
+        sync or a webhook: their rows locked to the end of the page, so two
+        writers of one item take turns); the older are left, as unchanged."""
+        if not items:
+            return items
+        stored = {
+            (kind, upstream): updated
+            for kind, upstream, updated in SyncedRecord.objects.select_for_update()
+            .filter(source=self.source, upstream_id__in=[m.upstream_id for m in items])
+            .values_list("kind", "upstream_id", "upstream_updated")
+        }
+        newest = []
+        for m in items:
+            before = stored.get((m.kind, m.upstream_id))
+            if before is not None and m.updated is not None and m.updated < before:
+                self.tally.unchanged += 1
+                continue
+            behind = (m.kind, m.upstream_id) not in stored or before is None or (m.updated and m.updated > before)
+            if self.missed_before and m.updated and behind and m.updated < self.missed_before:
+                self.tally.missed += 1
+            newest.append(m)
+        return newest
+
     def _advance(self, checkpoint) -> None:
+        if self.hook:  # only pending links: a sync may be moving the checkpoint meanwhile
+            self.source.save(update_fields=["pending_links"])
+            return
         # A time later than this sync's start is upstream's clock or a lie (year 9999):
         # kept as the checkpoint, it would hide every later change from every later sync.
         if checkpoint is not None:
@@ -441,29 +482,31 @@ class _Writer:
     def _remember(self, items: list[Mapped], features: dict, written: set[str]) -> list[tuple[str, str]]:
         """Record which upstream item each written record is; the (kind, key) of
         records whose item now has another key (a moved issue), to delete."""
-        rows = [(m.kind, m.upstream_id, m.record["key"]) for m in items if m.record["key"].upper() in written]
-        rows += [("feature", upstream, key) for upstream, key in self.features.items() if key in features]
+        rows = [
+            (m.kind, m.upstream_id, m.record["key"], m.updated) for m in items if m.record["key"].upper() in written
+        ]
+        rows += [("feature", upstream, key, None) for upstream, key in self.features.items() if key in features]
         if self.product_is_ours:
-            rows.append(("product", self.product.key, self.product.key))
+            rows.append(("product", self.product.key, self.product.key, None))
         before = {
             (kind, upstream): key
             for kind, upstream, key in SyncedRecord.objects.filter(
-                source=self.source, upstream_id__in=[upstream for _, upstream, _ in rows]
+                source=self.source, upstream_id__in=[upstream for _, upstream, _, _ in rows]
             ).values_list("kind", "upstream_id", "key")
         }
         renamed = [
             (kind, before[kind, upstream])
-            for kind, upstream, key in rows
+            for kind, upstream, key, _ in rows
             if kind in ITEM_MODELS and (kind, upstream) in before and before[kind, upstream].upper() != key.upper()
         ]
         SyncedRecord.objects.bulk_create(
             [
-                SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key)
-                for kind, upstream, key in rows
+                SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key, upstream_updated=updated)
+                for kind, upstream, key, updated in rows
             ],
             update_conflicts=True,
             unique_fields=["source", "kind", "upstream_id"],
-            update_fields=["key"],
+            update_fields=["key", "upstream_updated"],
         )
         return renamed
 
@@ -488,9 +531,7 @@ class _Writer:
                 "key", flat=True
             )
         )
-        ready = {
-            key: target for key, target in pending.items() if key in mine and key in stored and target in stored
-        }
+        ready = {key: target for key, target in pending.items() if key in mine and key in stored and target in stored}
         if not ready:
             return
         with transaction.atomic():
@@ -558,7 +599,10 @@ def _sweep(
             f"with --allow-mass-delete: manage.py sync {source.name!r} --sweep --allow-mass-delete"
         )
     with transaction.atomic():
-        tally.deleted += _delete_records(product.key, [(kind, key) for kind, _, key in gone])
+        removed = _delete_records(product.key, [(kind, key) for kind, _, key in gone])
+        tally.deleted += removed
+        if source.hook_received_at is not None:  # a webhook should have said so
+            tally.missed += removed
         for kind in ITEM_MODELS:
             upstream_ids = [upstream for k, upstream, _ in gone if k == kind]
             SyncedRecord.objects.filter(source=source, kind=kind, upstream_id__in=upstream_ids).delete()

@@ -7,7 +7,8 @@ calls, which an ASGI server would only hand to a thread pool again), as a
 child process beside supervised ones: the embedding worker, MCP over
 streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
 uvicorn), the saved searches' webhook sender (`notify_saved_searches
---watch`) and the sources' scheduled syncs (`sync --watch`). `--server
+--watch`), the sources' scheduled syncs (`sync --watch`) and the trackers'
+webhook deliveries (`hooks --watch`). `--server
 runserver` keeps Django's development server. Each helper is started again
 when it dies (search.indexing.worker.Supervisor), and all stop with the server.
 """
@@ -69,6 +70,8 @@ def helpers(addrport: str, embed: bool, mcp_port: int) -> list[Supervisor]:
     # Sources configured in the admin sync on their schedules (docs/connectors.md).
     syncer = [sys.executable, manage, "sync", "--watch", "--no-progress"]
     found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS))
+    # The trackers' webhook deliveries, processed within a second of their arrival.
+    found.append(Supervisor("webhook-processor", [sys.executable, manage, "hooks", "--watch"]))
     if mcp_port:
         host = addrport.rsplit(":", 1)[0]
         command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, SyncError, product_key
+from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, SyncError, product_key
 from ..http import Client, UpstreamError, next_link
 from . import common
 
@@ -156,6 +156,72 @@ class GitHub(Connector):
             elif "pull_request" in self.client.json(response):
                 gone[number] = "a pull request"
         return gone
+
+    # -- webhooks: `issues` and `issue_comment`, whose payload holds the whole issue -----------
+
+    def hook_event(self, event: str, payload: dict) -> HookEvent:
+        event, _, action = event.partition(".")  # as stored: X-GitHub-Event and the payload's action
+        issue = payload.get("issue")
+        number = _number(_get(issue, "number"))
+        if event not in ("issues", "issue_comment") or number is None or "pull_request" in issue:
+            return HookEvent()
+        if event == "issues" and action in ("deleted", "transferred"):
+            return HookEvent(gone=[str(number)])
+        if not self._in_query(issue):  # a label the source asks for was taken off
+            return HookEvent(gone=[str(number)])
+        # A comment ("Duplicate of #N") is read from the issue's comments by map().
+        return HookEvent(items=[issue], new=event == "issues" and action == "opened")
+
+    def fetch(self, upstream_ids: list[str]) -> dict[str, dict | None]:
+        found: dict[str, dict | None] = {}
+        for number in upstream_ids:
+            if _number(number) is None:
+                found[number] = None
+                continue
+            try:
+                response = self.client.get(f"repos/{self.repo}/issues/{number}")
+            except UpstreamError as exc:
+                if exc.status in (404, 410):
+                    found[number] = None
+                    continue
+                raise
+            if response.status_code in (301, 302, 307):  # transferred to another repository
+                found[number] = None
+                continue
+            issue = self.client.json(response)
+            found[number] = None if "pull_request" in issue or not self._in_query(issue) else issue
+        return found
+
+    HOOK_EVENTS = ["issues", "issue_comment"]
+
+    def register_hook(self, url: str, secret: str) -> str:
+        """Create the repository's webhook to `url`, or update the one there
+        (events, secret, JSON); "created" or "updated". Needs a token that may
+        administer the repository's hooks (admin:repo_hook, or Webhooks: write)."""
+        config = {"url": url, "content_type": "json", "secret": secret, "insecure_ssl": "0"}
+        body = {"active": True, "events": self.HOOK_EVENTS, "config": config}
+        try:
+            hooks = [hook for page in self._pages(f"repos/{self.repo}/hooks") for hook in page]
+            same = next((h for h in hooks if isinstance(h, dict) and _get(h.get("config"), "url") == url), None)
+            if same is None:
+                self.client.json(self.client.request("POST", f"repos/{self.repo}/hooks", json={"name": "web", **body}))
+                return "created"
+            self.client.json(self.client.request("PATCH", f"repos/{self.repo}/hooks/{same['id']}", json=body))
+            return "updated"
+        except UpstreamError as exc:
+            if exc.status in (403, 404):
+                raise SyncError(
+                    f"GitHub refused to manage {self.repo}'s webhooks ({exc.status}): the token in "
+                    f"{self.source.token_env or 'GITHUB_TOKEN'} needs admin:repo_hook (classic) or "
+                    "Webhooks: read and write (fine-grained); nothing was changed"
+                ) from None
+            raise
+
+    def _in_query(self, issue: dict) -> bool:
+        """Whether the issue has every label the source's query names (as GitHub's `labels` filter reads it)."""
+        wanted = {label.strip().lower() for label in self.source.query.split(",") if label.strip()}
+        labels = {str(_get(label, "name") or label).lower() for label in issue.get("labels") or []}
+        return wanted <= labels
 
     def map(self, issue: dict) -> Mapped | None:
         if "pull_request" in issue:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 
-from ..base import Connector, FeatureRef, Mapped, Page, ProductInfo, product_key
+from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, product_key
 from ..http import Client, UpstreamError
 from ..text import adf_to_text, wiki_to_text
 from . import common
@@ -207,6 +207,48 @@ class Jira(Connector):
             if isinstance(issue, dict) and issue.get("id") is not None
         }
 
+    # -- webhooks: the payload names the issue; it is read again as a sync reads it --------------
+
+    #: Events whose payload holds the issue, and those whose link names two issues by id.
+    ISSUE_EVENTS = ("jira:issue_created", "jira:issue_updated")
+    LINK_EVENTS = ("issuelink_created", "issuelink_deleted")
+
+    def hook_event(self, event: str, payload: dict) -> HookEvent:
+        """The issue is read again (`fetch`), not taken from the payload: an
+        admin webhook sends REST v2's representation where Cloud's sync reads
+        v3's (descriptions in ADF), and a read is the truth whatever order the
+        deliveries came in."""
+        issue_id = _id(payload.get("issue"))
+        if event in self.ISSUE_EVENTS and issue_id:
+            return HookEvent(fetch=[issue_id])
+        if event == "jira:issue_deleted" and issue_id:
+            return HookEvent(gone=[issue_id])
+        if event in self.LINK_EVENTS and isinstance(link := payload.get("issueLink"), dict):
+            ids = [_id({"id": link.get(end)}) for end in ("sourceIssueId", "destinationIssueId")]
+            return HookEvent(fetch=[i for i in ids if i])
+        return HookEvent()
+
+    def fetch(self, upstream_ids: list[str]) -> dict[str, dict | None]:
+        found: dict[str, dict | None] = {}
+        for issue_id in upstream_ids:
+            try:
+                issue = self.client.get_json(f"rest/api/{self.api}/issue/{issue_id}", {"fields": ",".join(FIELDS)})
+            except UpstreamError as exc:
+                if exc.status == 404:  # deleted, or out of the token's sight
+                    found[issue_id] = None
+                    continue
+                raise
+            project = _fields(issue).get("project")
+            in_project = isinstance(project, dict) and self.project.upper() in (
+                str(project.get("key")).upper(),
+                str(project.get("name")).upper(),
+            )
+            if in_project and self.source.query.strip():
+                jql = self.jql(ordered=False).replace(" ORDER BY", f" AND id = {issue_id} ORDER BY", 1)
+                in_project = any(page for page in self.search(jql, ["id"], 1))
+            found[issue_id] = issue if in_project else None
+        return found
+
     def map(self, issue: dict) -> Mapped:
         fields = _fields(issue)
         key = issue.get("key")
@@ -295,6 +337,13 @@ def _issues(body: dict) -> list:
     if not isinstance(issues, list):
         raise UpstreamError(f"Jira's search sent issues as {type(issues).__name__}, not a list")
     return issues
+
+
+def _id(issue) -> str | None:
+    """An issue's id as Jira's payloads give it (a string or a number), or None."""
+    value = issue.get("id") if isinstance(issue, dict) else None
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    return text if re.fullmatch(r"[1-9][0-9]{0,17}", text) else None
 
 
 def _fields(issue) -> dict:

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from time import monotonic
 from urllib.parse import parse_qsl
 
-from ..base import OVERLAP, Connector, FeatureRef, Mapped, Page, ProductInfo, SyncError, product_key
+from ..base import OVERLAP, Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, SyncError, product_key
 from ..http import Client, UpstreamError
 from . import common
 
@@ -197,6 +197,38 @@ class TestRail(Connector):
             if isinstance(case, dict) and not case.get("is_deleted") and case.get("id") is not None
         }
 
+    # -- webhooks: a case event names the case; it is read again ----------------------------
+
+    def hook_event(self, event: str, payload: dict) -> HookEvent:
+        """TestRail's payload is the template its admin wrote (docs/connectors.md
+        gives ours): the event (`case_created`, `case_updated`, `case_deleted`;
+        "Case Updated" too) and the case's id, at the top or in `data`."""
+        name = re.sub(r"[^a-z]+", "_", str(event).lower()).strip("_")
+        data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+        case_id = next(
+            (str(v) for v in (payload.get("case_id"), data.get("case_id"), data.get("id")) if _case_id(v)), None
+        )
+        if case_id is None or not name.startswith("case_"):
+            return HookEvent()
+        if name == "case_deleted":
+            return HookEvent(gone=[case_id])
+        return HookEvent(fetch=[case_id])
+
+    def fetch(self, upstream_ids: list[str]) -> dict[str, dict | None]:
+        found: dict[str, dict | None] = {}
+        for case_id in upstream_ids:
+            try:
+                case = self._get(f"get_case/{case_id}")
+            except UpstreamError as exc:
+                if exc.status in (400, 403, 404):  # "not a valid test case": deleted, or not this user's
+                    found[case_id] = None
+                    continue
+                raise
+            suites = self.suites()
+            in_project = not case.get("is_deleted") and (suites == [None] or case.get("suite_id") in suites)
+            found[case_id] = case if in_project else None
+        return found
+
     def map(self, case: dict) -> Mapped | None:
         if case.get("is_deleted"):
             return None
@@ -247,6 +279,10 @@ def _project_missing(exc: UpstreamError) -> UpstreamError:
     if (exc.status == 400 and "project" in words) or (exc.status == 403 and "project does not exist" in words):
         return UpstreamError(str(exc), 404, exc.body)
     return exc
+
+
+def _case_id(value) -> bool:
+    return not isinstance(value, bool) and re.fullmatch(r"[1-9][0-9]{0,17}", str(value)) is not None
 
 
 def _time(value) -> datetime | None:

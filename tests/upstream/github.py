@@ -99,6 +99,7 @@ class FakeGitHub(Upstream):
             "issues": {},  # by number: issues and pull requests
             "comments": {},  # by number
             "gone": {},  # by number: 410, or the 301's Location of a transferred issue
+            "hooks": {},  # by id: the repository's webhooks, as GET .../hooks/{id} shows them
         }
         return full_name
 
@@ -375,6 +376,8 @@ class FakeGitHub(Upstream):
             if full_name is None:
                 return Response(404, {**NOT_FOUND, "documentation_url": DOCS})
             path = f"/repos/{full_name}{m.group(2) or ''}"
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/hooks(?:/(\d+))?", path):
+            return self.hooks(request, m.group(1), m.group(2))
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/issues(?:/(\d+)(/comments)?)?)?/?", path)
         if m is None:
             return Response(
@@ -422,6 +425,36 @@ class FakeGitHub(Upstream):
         if not m.group(4):
             return Response(200, repo["issues"][number], self.rate_headers())
         return self.paged(request, repo["comments"][number], default_size=30)
+
+    def hooks(self, request: Request, full_name: str, hook_id: str | None) -> Response:
+        """A repository's webhooks: list, create, update; the secret is never shown back."""
+        repo = self.repos.get(full_name)
+        if repo is None or request.bearer() != self.token:  # admin only: not even readable without a token
+            return Response(404, NOT_FOUND, self.rate_headers())
+        hooks = repo["hooks"]
+        if hook_id is None and request.method == "GET":
+            return Response(200, [self.hook_shown(hook) for hook in hooks.values()], self.rate_headers())
+        body = request.json() if request.body else {}
+        if hook_id is None and request.method == "POST":
+            if not isinstance(body.get("config"), dict) or not body["config"].get("url"):
+                return Response(
+                    422, {"message": "Validation Failed", "errors": [{"field": "config", "code": "missing"}]}
+                )
+            hook_id = str(len(hooks) + 500000001)
+            hooks[hook_id] = {"id": int(hook_id), "name": "web", "active": True, "events": ["push"], "config": {}}
+        elif hook_id not in hooks or request.method != "PATCH":
+            return Response(404, NOT_FOUND, self.rate_headers())
+        hook = hooks[hook_id]
+        for name in ("active", "events"):
+            if name in body:
+                hook[name] = body[name]
+        hook["config"].update(body.get("config") or {})
+        return Response(201 if request.method == "POST" else 200, self.hook_shown(hook), self.rate_headers())
+
+    @staticmethod
+    def hook_shown(hook: dict) -> dict:
+        config = {k: ("********" if k == "secret" else v) for k, v in hook["config"].items()}
+        return {**hook, "config": config, "type": "Repository"}
 
     def listing(self, request: Request, repo: dict) -> Response:
         query = request.query

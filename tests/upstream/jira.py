@@ -313,6 +313,15 @@ class FakeJira(Upstream):
                     404, {"errorMessages": [f"No project could be found with key '{match.group(1)}'."], "errors": {}}
                 )
             return Response(200, {"self": f"{self.url}{path}", **project})
+        if match := re.fullmatch(rf"/rest/api/{self.api}/issue/(\d+)", path):  # by id, as webhooks name issues
+            issue = self.issues.get(match.group(1))
+            if issue is None:
+                return Response(
+                    404,
+                    {"errorMessages": ["Issue does not exist or you do not have permission to see it."], "errors": {}},
+                )
+            fields = [f for f in request.query.get("fields", "*all").split(",") if f]
+            return Response(200, self.shaped(issue, fields))
         if path == f"/rest/api/{self.api}/myself":
             return Response(200, {"accountId": "abc123", "emailAddress": self.email, "timeZone": str(self.zone)})
         return Response(404, {"errorMessages": ["Not found"], "errors": {}})
@@ -376,6 +385,10 @@ class FakeJira(Upstream):
                 # A zone-less time is read in the account's zone, at minute precision.
                 local = datetime.strptime(m.group(1).replace("-", "/"), "%Y/%m/%d %H:%M").replace(tzinfo=self.zone)
                 matches = [i for i in matches if self.updated(i).replace(second=0, microsecond=0) >= local]
+            elif m := re.fullmatch(r"id\s*=\s*(\d+)", clause):
+                if m.group(1) not in self.issues:  # as Jira: naming an issue that is not there is an error
+                    raise ValueError(f"An issue with key '{m.group(1)}' does not exist for field 'id'.")
+                matches = [i for i in matches if i["id"] == m.group(1)]
             elif m := re.fullmatch(r'issuetype\s*=\s*"?(\w+)"?', clause):
                 matches = [i for i in matches if i["fields"]["issuetype"]["name"].lower() == m.group(1).lower()]
             else:

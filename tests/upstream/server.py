@@ -170,6 +170,6 @@ def _handler(upstream: Upstream):
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
     return Handler

@@ -17,6 +17,7 @@ deadline (SYNC_RUN_DEADLINE), never the others' turn.
 """
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -71,6 +72,12 @@ class Command(BaseCommand):
             action="store_true",
             help="let the sweep delete more than SYNC_SWEEP_MAX_SHARE of the source's records",
         )
+        parser.add_argument(
+            "--register-webhook",
+            metavar="URL",
+            help="GitHub: create or update the repository's webhook to URL (this service's /hooks/github), "
+            "signed with the secret in the source's webhook variable, then sync",
+        )
         parser.add_argument("--due", action="store_true", help="sync every configured source that is due")
         parser.add_argument("--watch", action="store_true", help="sync due sources every minute until stopped")
         parser.add_argument("--progress", action="store_true", default=None, help="progress bars even off a terminal")
@@ -86,6 +93,8 @@ class Command(BaseCommand):
         if not options["source"]:
             raise CommandError("name a source: a kind (jira, github, testrail, testio) or a configured source's name")
         source, connector, product = self.prepare(options)
+        if options["register_webhook"]:
+            connector = self.register_webhook(source, connector, options["register_webhook"])
         sweep = options["sweep"]
         if sweep is None and connector_class(source.kind).sweep_is_cheap:
             sweep = True  # by hand, a cheap sweep every time; a costly one when due
@@ -170,6 +179,31 @@ class Command(BaseCommand):
         if teams:
             source.teams.add(*teams)
         return source, connector, product
+
+    def register_webhook(self, source: Source, connector, url: str):
+        """Create or update the source's webhook upstream (GitHub); the connector, for the sync after."""
+        if source.kind != "github":
+            raise CommandError(
+                f"--register-webhook is for GitHub; a {source.get_kind_display()} webhook is made in its admin "
+                "pages (docs/connectors.md, Webhooks, says what to fill in)"
+            )
+        scheme, host, _ = origin(url)
+        if scheme not in ("http", "https") or not host or not url.rstrip("/").endswith("/hooks/github"):
+            raise CommandError(f"--register-webhook {url!r}: give this service's address ending in /hooks/github")
+        secret = os.environ.get(source.hook_secret_variable, "")
+        if len(secret) < 16:
+            raise CommandError(
+                f"{source.hook_secret_variable} is {'not set' if not secret else 'shorter than 16 characters'}: "
+                "put a long random secret in it (python -c 'import secrets; print(secrets.token_hex(32))'), "
+                "here and in the service's environment; nothing was changed"
+            )
+        connector = connector or sync.connect(source)
+        try:
+            done = connector.register_hook(url, secret)
+        except SyncError as exc:
+            raise CommandError(f"{source.name}: {exc}") from None
+        self.stdout.write(f"{source.name}: webhook to {url} {done} (events: {', '.join(connector.HOOK_EVENTS)})")
+        return connector
 
     @staticmethod
     def new_name(kind: str, project: str, url: str) -> str:

@@ -1,0 +1,377 @@
+"""Webhooks: a tracker's push, taken in seconds; the schedule stays as the net.
+
+`POST /hooks/github`, `/hooks/jira`, `/hooks/testrail` (connectors.views)
+take the vendors' own deliveries. A delivery is
+
+- **verified** before its body is read as JSON: GitHub's and Jira's
+  HMAC-SHA256 of the raw body (`X-Hub-Signature-256`, `X-Hub-Signature`),
+  TestRail's shared secret in a header of its webhook (`X-Webhook-Secret`;
+  TestRail signs nothing), each compared in constant time with the secret
+  in the environment variable the source names (Source.hook_secret_variable);
+  never stored;
+- **bounded**: WEBHOOK_MAX_BYTES a body, WEBHOOK_RATE_PER_MINUTE a source,
+  WEBHOOK_BACKLOG deliveries waiting (past it a 503, and the vendor retries);
+- **stored, then answered** (202, well under the vendors' 10 s): one row a
+  source it is for (Delivery), its vendor's delivery id unique, so the same
+  delivery twice is taken once;
+- **processed after** by `manage.py hooks --watch` (serve runs it), in the
+  order received, through the sync's own writer (sync._Writer): the same
+  validation, ownership rules, duplicate links and index triggers, the
+  delivery's whole effect and its status in one transaction;
+- **in order of truth**: an item is never written over a newer state of
+  itself (SyncedRecord.upstream_updated); where the payload is partial
+  (Jira's, TestRail's) or its order in doubt (an edit of an issue never
+  seen), the item is read again from upstream, which is the truth whatever
+  order deliveries came in.
+
+An event about a project no source syncs is counted (Source.hook_ignored)
+and dropped. TestIO has no webhooks; its sources are synced on schedule.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
+from backlog.models import Product
+
+from .base import Connector, HookEvent, ProductInfo, SyncError
+from .http import UpstreamError
+from .models import Delivery, DeliveryStatus, Source, SyncedRecord
+from .sync import ITEM_MODELS, UNREADABLE, _delete_records, _mapped, _Tally, _Writer, connect
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("github", "jira", "testrail")
+#: How often a delivery that failed (upstream or database down) is tried, and how long between tries.
+ATTEMPTS = 5
+RETRY_AFTER = timedelta(seconds=30)
+#: Deliveries whose item is gone for good: a later "opened" of the same item is not written.
+GONE_EVENTS = ("issues.deleted", "issues.transferred", "jira:issue_deleted", "case_deleted")
+
+
+class Refused(Exception):
+    """A delivery answered with a 4xx or 503: `status`, a code and a message that says what to fix."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.status, self.code, self.retry_after = status, code, retry_after
+
+
+@dataclass
+class Taken:
+    status: str  # "accepted", "duplicate", "ignored", "pong"
+    message: str
+    deliveries: int = 0
+
+
+# -- receiving ----------------------------------------------------------------------------------
+
+
+def receive(kind: str, headers, body: bytes) -> Taken:
+    """Verify, route and store one delivery; what to answer. Refused for a bad one (nothing written)."""
+    if kind not in KINDS:
+        raise Refused(
+            404,
+            "not_found",
+            f"no webhooks for {kind[:40]!r}: POST to /hooks/github, /hooks/jira or "
+            "/hooks/testrail (TestIO has no webhooks; its sources sync on schedule)",
+        )
+    if len(body) > settings.WEBHOOK_MAX_BYTES:
+        raise Refused(413, "too_large", f"the body is over {settings.WEBHOOK_MAX_BYTES:,} bytes (WEBHOOK_MAX_BYTES)")
+    sources = list(Source.objects.filter(kind=kind, enabled=True))
+    secrets = {source.pk: os.environ.get(source.hook_secret_variable, "") for source in sources}
+    if not any(secrets.values()):
+        names = sorted({source.hook_secret_variable for source in sources}) or [f"{kind.upper()}_WEBHOOK_SECRET"]
+        raise Refused(
+            403,
+            "not_configured",
+            f"no {kind} source takes webhooks here: set {' or '.join(names)} "
+            "to the webhook's secret in the service's environment (docs/connectors.md, Webhooks)",
+        )
+    header, check = SIGNATURES[kind]
+    given = headers.get(header, "")
+    verified = [s for s in sources if secrets[s.pk] and check(secrets[s.pk], body, given)]
+    if not verified:
+        Source.objects.filter(pk__in=[s.pk for s in sources if secrets[s.pk]]).update(
+            hook_refused=F("hook_refused") + 1, hook_refused_at=timezone.now()
+        )
+        what = "is missing" if not given else "does not match the body"
+        raise Refused(
+            401,
+            "bad_signature",
+            f"the {header} header {what}: the webhook's secret must be the one in "
+            f"{verified_names(sources, secrets)} (docs/connectors.md, Webhooks); nothing was written",
+        )
+    payload = _json(body)
+    event, delivery_id, project, upstream_id = READERS[kind](headers, payload, body)
+    if event == "ping":
+        return Taken("pong", "the webhook reaches this service and its signature is right")
+    targets = [s for s in verified if project is None or _same_project(s, project)]
+    if not targets:
+        Source.objects.filter(pk__in=[s.pk for s in verified]).update(hook_ignored=F("hook_ignored") + 1)
+        return Taken("ignored", f"no source here syncs {kind} project {str(project)[:80]!r}; nothing was written")
+    _bounded(targets)
+    new = 0
+    for source in targets:
+        try:
+            with transaction.atomic():
+                Delivery.objects.create(
+                    source=source, delivery_id=delivery_id, event=event[:100], upstream_id=upstream_id, payload=payload
+                )
+            new += 1
+        except IntegrityError:  # the same delivery again (delivery_once): taken once
+            continue
+    Source.objects.filter(pk__in=[s.pk for s in targets]).update(hook_received_at=timezone.now())
+    if not new:
+        return Taken("duplicate", f"delivery {delivery_id[:80]} was taken before; nothing changed")
+    return Taken("accepted", f"{event} taken; it is processed within seconds", new)
+
+
+def verified_names(sources, secrets) -> str:
+    return " or ".join(sorted({s.hook_secret_variable for s in sources if secrets[s.pk]}))
+
+
+def _hmac_sha256(secret: str, body: bytes, given: str) -> bool:
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), given.strip().lower().encode())
+
+
+def _shared_secret(secret: str, body: bytes, given: str) -> bool:
+    return hmac.compare_digest(secret.encode(), given.strip().encode())
+
+
+SIGNATURES = {
+    "github": ("X-Hub-Signature-256", _hmac_sha256),
+    "jira": ("X-Hub-Signature", _hmac_sha256),
+    "testrail": ("X-Webhook-Secret", _shared_secret),
+}
+
+
+def _json(body: bytes) -> dict:
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        raise Refused(
+            400, "invalid_json", "the body is not JSON: send the webhook with content type application/json"
+        ) from None
+    if not isinstance(payload, dict):
+        raise Refused(400, "invalid_json", f"the body is a JSON {type(payload).__name__}, not an object")
+    if nests_deeper(payload, MAX_RAW_DATA_DEPTH + 1):
+        raise Refused(400, "invalid_json", f"the body nests more than {MAX_RAW_DATA_DEPTH + 1} levels deep")
+    return payload
+
+
+def _body_id(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _text(value, limit: int = 100) -> str:
+    return str(value)[:limit] if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+
+
+def _github(headers, payload: dict, body: bytes) -> tuple[str, str, str | None, str]:
+    event = headers.get("X-GitHub-Event", "")
+    if not event:
+        raise Refused(400, "invalid_request", "X-GitHub-Event is missing: GitHub names the event in it")
+    repository = payload.get("repository")
+    project = _text(repository.get("full_name"), 200) if isinstance(repository, dict) else ""
+    issue = payload.get("issue")
+    action = _text(payload.get("action"), 40)
+    return (
+        f"{event}.{action}" if action else event,
+        _text(headers.get("X-GitHub-Delivery"), 200) or _body_id(body),
+        project or None if event != "ping" else None,
+        _text(issue.get("number")) if isinstance(issue, dict) else "",
+    )
+
+
+def _jira(headers, payload: dict, body: bytes) -> tuple[str, str, str | None, str]:
+    event = _text(payload.get("webhookEvent"))
+    if not event:
+        raise Refused(400, "invalid_request", "webhookEvent is missing: this is not a Jira webhook's body")
+    issue = payload.get("issue") if isinstance(payload.get("issue"), dict) else {}
+    fields = issue.get("fields") if isinstance(issue.get("fields"), dict) else {}
+    project = fields.get("project") if isinstance(fields.get("project"), dict) else {}
+    key = _text(project.get("key")) or _text(issue.get("key")).rpartition("-")[0]
+    # A link event names issues by id only: every Jira source reads them again, and those that hold none skip it.
+    return (
+        event,
+        _text(headers.get("X-Atlassian-Webhook-Identifier"), 200) or _body_id(body),
+        key or None,
+        _text(issue.get("id")),
+    )
+
+
+def _testrail(headers, payload: dict, body: bytes) -> tuple[str, str, str | None, str]:
+    event = _text(payload.get("event") or payload.get("event_type"))
+    if not event:
+        raise Refused(400, "invalid_request", 'the body names no "event": use the payload docs/connectors.md gives')
+    project = _text(payload.get("project_id"))
+    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    case = _text(payload.get("case_id")) or _text(data.get("case_id")) or _text(data.get("id"))
+    return event.lower().replace(" ", "_"), _body_id(body), project or None, case
+
+
+READERS = {"github": _github, "jira": _jira, "testrail": _testrail}
+
+
+def _same_project(source: Source, project: str) -> bool:
+    ours = source.project.strip().strip("/").upper()
+    return ours == project.upper() or (source.kind == "testrail" and ours.lstrip("P") == project.upper().lstrip("P"))
+
+
+def _bounded(targets: list[Source]) -> None:
+    """Refused (429, 503) past a source's rate or the backlog: the vendor sends it again later."""
+    if Delivery.objects.filter(status=DeliveryStatus.PENDING).count() >= settings.WEBHOOK_BACKLOG:
+        raise Refused(
+            503,
+            "backlog",
+            f"{settings.WEBHOOK_BACKLOG:,} deliveries are waiting to be processed "
+            "(WEBHOOK_BACKLOG); send it again later",
+            retry_after=30,
+        )
+    since = timezone.now() - timedelta(minutes=1)
+    for source in targets:
+        if Delivery.objects.filter(source=source, received_at__gte=since).count() >= settings.WEBHOOK_RATE_PER_MINUTE:
+            raise Refused(
+                429,
+                "throttled",
+                f"{source} took {settings.WEBHOOK_RATE_PER_MINUTE:,} deliveries in the "
+                "last minute (WEBHOOK_RATE_PER_MINUTE); send it again later",
+                retry_after=60,
+            )
+
+
+# -- processing ---------------------------------------------------------------------------------
+
+
+class _Connectors:
+    """One connector a source, kept a few minutes: a burst of deliveries does not check the project each time."""
+
+    KEPT = 300.0
+
+    def __init__(self):
+        self.kept: dict[int, tuple[float, Connector]] = {}
+
+    def __call__(self, source: Source) -> Connector:
+        at, connector = self.kept.get(source.pk, (0.0, None))
+        if connector is None or time.monotonic() - at > self.KEPT:
+            connector = connect(source)
+            self.kept[source.pk] = (time.monotonic(), connector)
+        connector.source = source
+        connector.client.deadline = time.monotonic() + settings.SYNC_HTTP_DEADLINE * 3
+        return connector
+
+
+def process_pending(limit: int | None = None, connectors: _Connectors | None = None) -> int:
+    """Process waiting deliveries, oldest first, one transaction each; how many were processed."""
+    connectors = connectors or _Connectors()
+    done = 0
+    while limit is None or done < limit:
+        if not process_next(connectors):
+            break
+        done += 1
+    return done
+
+
+def process_next(connectors: _Connectors) -> bool:
+    """Process the oldest waiting delivery (False: none waits). Another
+    processor skips the one this holds; what a failed try wrote is undone,
+    and it is tried again (ATTEMPTS, RETRY_AFTER apart)."""
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("source")
+            .filter(status=DeliveryStatus.PENDING)
+            .filter(Q(attempts=0) | Q(processed_at__lte=now - RETRY_AFTER))
+            .order_by("received_at", "id")
+            .first()
+        )
+        if delivery is None:
+            return False
+        delivery.attempts += 1
+        try:
+            with transaction.atomic():
+                status, outcome = _apply(delivery, connectors)
+        except (UpstreamError, SyncError, DatabaseError, *UNREADABLE) as exc:
+            logger.warning("webhook delivery %s of %s: %s", delivery.delivery_id, delivery.source, exc)
+            status = DeliveryStatus.FAILED if delivery.attempts >= ATTEMPTS else DeliveryStatus.PENDING
+            outcome = f"try {delivery.attempts} of {ATTEMPTS} failed: {' '.join(str(exc).split())}"
+        delivery.status, delivery.outcome, delivery.processed_at = status, outcome[:500], timezone.now()
+        delivery.save(update_fields=["status", "outcome", "processed_at", "attempts"])
+    return True
+
+
+def _apply(delivery: Delivery, connectors: _Connectors) -> tuple[str, str]:
+    """The delivery's writes and deletions; (status, what was done)."""
+    source = Source.objects.select_for_update().get(pk=delivery.source_id)  # its pending links, ours to the end
+    product = Product.objects.filter(key__iexact=source.product_key).first() if source.product_key else None
+    if product is None:
+        return DeliveryStatus.IGNORED, "the source has not synced yet; its first sync reads everything"
+    if not source.enabled:
+        return DeliveryStatus.IGNORED, "the source is disabled"
+    connector = connectors(source)
+    event = connector.hook_event(delivery.event, delivery.payload)
+    held = set(
+        SyncedRecord.objects.filter(
+            source=source, kind__in=ITEM_MODELS, upstream_id__in=_ids(connector, event)
+        ).values_list("upstream_id", flat=True)
+    )
+    items, fetch = [], list(event.fetch)
+    for item in event.items:
+        upstream = _ids(connector, HookEvent(items=[item]))[0]
+        if upstream in held:
+            items.append(item)  # the writer keeps the newer of it and what is stored
+        elif event.new and not _gone_before(source, upstream):
+            items.append(item)
+        else:  # an edit of an item never seen, or one gone before: upstream says what it is now
+            fetch.append(upstream)
+    gone = list(event.gone)
+    for upstream, item in connector.fetch(fetch).items() if fetch else ():
+        if item is None:
+            gone.append(upstream)
+        else:
+            items.append(item)
+    tally = _Tally()
+    info = ProductInfo(product.key, product.name, product.description)
+    writer = _Writer(source, info, tally, product_is_ours=False, hook=True)
+    if items:
+        writer.write(_mapped(connector, items, tally), None)
+        writer.link_pending()
+    if gone:
+        records = SyncedRecord.objects.filter(source=source, kind__in=ITEM_MODELS, upstream_id__in=gone)
+        tally.deleted += _delete_records(product.key, list(records.values_list("kind", "key")))
+        records.delete()
+    if not (items or gone):
+        return DeliveryStatus.IGNORED, "nothing in it for this source (another event, or a pull request)"
+    said = f"created {tally.created}, updated {tally.updated}, deleted {tally.deleted}, unchanged {tally.unchanged}"
+    if tally.skipped:
+        said += f", skipped {tally.skipped}: " + "; ".join(tally.errors)
+    return DeliveryStatus.DONE, said
+
+
+def _ids(connector: Connector, event: HookEvent) -> list[str]:
+    """The upstream ids of a HookEvent's items, as the connector's map() would give them."""
+    ids = []
+    for item in event.items:
+        number = item.get("number") if connector.kind == "github" else item.get("id")
+        ids.append(str(number))
+    return [*ids, *event.fetch, *event.gone]
+
+
+def _gone_before(source: Source, upstream_id: str) -> bool:
+    return Delivery.objects.filter(
+        source=source, upstream_id=upstream_id, status=DeliveryStatus.DONE, event__in=GONE_EVENTS
+    ).exists()

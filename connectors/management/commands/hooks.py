@@ -1,0 +1,41 @@
+"""`manage.py hooks`: process the webhook deliveries taken (connectors/hooks.py).
+
+manage.py hooks            process what waits, then stop
+manage.py hooks --watch    keep processing until SIGTERM (serve runs it)
+"""
+
+import signal
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import DatabaseError, close_old_connections
+
+from connectors import hooks
+
+
+class Command(BaseCommand):
+    help = "Process the trackers' webhook deliveries (docs/connectors.md, Webhooks)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--watch", action="store_true", help="keep processing new deliveries until stopped")
+
+    def handle(self, *args, watch: bool = False, **options):
+        connectors = hooks._Connectors()
+        if not watch:
+            done = hooks.process_pending(connectors=connectors)
+            self.stdout.write(f"{done} deliveries processed")
+            return
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+        try:
+            while True:
+                try:
+                    if not hooks.process_pending(limit=100, connectors=connectors):
+                        time.sleep(settings.WEBHOOK_POLL_SECONDS)
+                except DatabaseError as exc:  # the database restarting: look again in a moment
+                    self.stderr.write(f"webhook processing paused, the database failed: {exc.__class__.__name__}")
+                    close_old_connections()
+                    time.sleep(5)
+        except KeyboardInterrupt:
+            pass
