@@ -405,6 +405,7 @@ WEBHOOK_MAX_BYTES = envint("WEBHOOK_MAX_BYTES", 5 * 1024 * 1024)
 WEBHOOK_RATE_PER_MINUTE = envint("WEBHOOK_RATE_PER_MINUTE", 3000)
 WEBHOOK_BACKLOG = envint("WEBHOOK_BACKLOG", 20_000)
 WEBHOOK_POLL_SECONDS = envfloat("WEBHOOK_POLL_SECONDS", 0.25)
+WEBHOOK_KEEP_DAYS = envint("WEBHOOK_KEEP_DAYS", 7)  # processed deliveries kept this long (the admin lists them)
 # A deletion sweep that would delete more than SYNC_SWEEP_MIN_RECORDS records and
 # more than this share of a source's records stops and reports instead
 # (`sync --allow-mass-delete` lets it through): a listing cut short is not a deletion.

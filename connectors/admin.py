@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from backlog import access
 
-from .models import Source, SyncRun
+from .models import Delivery, Source, SyncRun
 
 
 class SyncRunInline(admin.TabularInline):
@@ -30,6 +30,7 @@ class SyncRunInline(admin.TabularInline):
         "unchanged",
         "skipped",
         "requests",
+        "missed",
         "cause",
         "errors",
     ]
@@ -44,12 +45,32 @@ class SourceAdmin(admin.ModelAdmin):
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "project", "product_key"]
     filter_horizontal = ["teams"]
-    readonly_fields = ["checkpoint", "swept_at", "pending_links", "state"]
+    readonly_fields = [
+        "checkpoint",
+        "swept_at",
+        "pending_links",
+        "state",
+        "hook_received_at",
+        "hook_refused",
+        "hook_refused_at",
+        "hook_ignored",
+    ]
     inlines = [SyncRunInline]
     formfield_overrides = {models.URLField: {"form_class": forms.URLField, "assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["name", "kind", "url", "project", "product_key", "query", "enabled"]}),
-        ("Credentials (environment variables, never the secrets)", {"fields": ["user_env", "token_env"]}),
+        (
+            "Credentials (environment variables, never the secrets)",
+            {"fields": ["user_env", "token_env", "hook_secret_env"]},
+        ),
+        (
+            "Webhooks",
+            {
+                "fields": ["hook_received_at", "hook_refused", "hook_refused_at", "hook_ignored"],
+                "description": "Deliveries to /hooks/&lt;kind&gt; (docs/connectors.md, Webhooks).",
+                "classes": ["collapse"],
+            },
+        ),
         ("Who sees it", {"fields": ["teams"]}),
         ("Schedule", {"fields": ["schedule_minutes", "sweep_minutes"]}),
         (
@@ -89,3 +110,26 @@ class SourceAdmin(admin.ModelAdmin):
             return "never"
         colour = {"ok": "#1a7f37", "failed": "#cf222e"}.get(run.status, "#6e7781")
         return format_html('<span style="color:{}">{}</span> {}', colour, run.status, run.summary())
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    """The webhook deliveries taken, read-only: what came, and what was done with it."""
+
+    list_display = ["received_at", "source", "event", "upstream_id", "status", "attempts", "outcome"]
+    list_filter = ["status", "source"]
+    search_fields = ["delivery_id", "upstream_id", "event"]
+    date_hierarchy = "received_at"
+    readonly_fields = [field.name for field in Delivery._meta.fields]
+
+    def has_module_permission(self, request):
+        return access.sees_all_products(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return access.sees_all_products(request.user) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

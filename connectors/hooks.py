@@ -362,6 +362,12 @@ def _apply(delivery: Delivery, connectors: _Connectors) -> tuple[str, str]:
     return DeliveryStatus.DONE, said
 
 
+def prune() -> int:
+    """Delete the deliveries processed (or given up) more than WEBHOOK_KEEP_DAYS ago; how many."""
+    before = timezone.now() - timedelta(days=settings.WEBHOOK_KEEP_DAYS)
+    return Delivery.objects.exclude(status=DeliveryStatus.PENDING).filter(received_at__lt=before).delete()[0]
+
+
 def _ids(connector: Connector, event: HookEvent) -> list[str]:
     """The upstream ids of a HookEvent's items, as the connector's map() would give them."""
     ids = []

@@ -243,6 +243,8 @@ def test_while_the_users_server_is_down_every_surface_answers_503_and_the_next_r
                     "search": get(served, "/api/search?query=renewal"),
                     "records": get(served, "/api/products"),
                     "staff login": get(served, "/accounts/login/", opener=browser, data=login),
+                    # A tracker's webhook: a 503 with Retry-After, so the vendor sends it again.
+                    "webhook delivery": get(served, "/hooks/github", data=b'{"action": "opened"}'),
                 }
                 tool = await client.call_tool("search", {"query": "renewal"})
 

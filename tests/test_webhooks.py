@@ -8,12 +8,15 @@ team's does: the webhook keeps an already synced source fresh.
 """
 
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from backlog.models import Bug, Product, QATest
+from connectors import hooks as hooks_module
 from connectors.models import Delivery, DeliveryStatus, Source, SyncedRecord, SyncRun
 from search import service
 from tests.upstream import hooks
@@ -340,3 +343,30 @@ def test_testrail_case_events_with_the_shared_secret_header(monkeypatch, client)
     product = Source.objects.get().product_key
     assert QATest.objects.get(key=f"{product}-C{first}").title.endswith("by SMS or e-mail")
     assert not QATest.objects.filter(key=f"{product}-C{second}").exists()
+
+
+def test_the_dashboard_shows_the_last_delivery_refusals_and_what_a_sync_fixed(github, client, admin_client):
+    hooks.github(github, "issues", "edited", 13, SECRET).through(client)
+    hooks.github(github, "issues", "edited", 13, SECRET).resigned("wrong").through(client)
+    processed()
+    github.tick(60)
+    github.edit(21, title="Edited while the webhook was down")
+    github.tick(60)
+    call_command("sync", "github:mozilla/seamonkey", "--no-progress", stdout=io.StringIO())
+
+    page = admin_client.get("/dashboard/").content.decode()
+
+    row = page.split('data-source="github:mozilla/seamonkey"')[1].split("</tr>")[0]
+    assert "last delivery" in row and "1 refused (bad signature)" in row
+    assert "the last sync fixed 1 record they missed" in row
+
+
+def test_processed_deliveries_are_kept_for_a_week(github, client, settings):
+    hooks.github(github, "issues", "edited", 13, SECRET).through(client)
+    hooks.github(github, "issues", "edited", 14, SECRET).through(client)
+    processed()
+    Delivery.objects.filter(upstream_id="13").update(received_at=timezone.now() - timedelta(days=8))
+    hooks.github(github, "issues", "edited", 15, SECRET).through(client)  # waiting: never pruned
+
+    assert hooks_module.prune() == 1
+    assert sorted(Delivery.objects.values_list("upstream_id", flat=True)) == ["14", "15"]

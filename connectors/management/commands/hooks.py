@@ -28,9 +28,13 @@ class Command(BaseCommand):
             self.stdout.write(f"{done} deliveries processed")
             return
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+        pruned_at = 0.0
         try:
             while True:
                 try:
+                    if time.monotonic() - pruned_at > 3600:  # processed deliveries past WEBHOOK_KEEP_DAYS
+                        hooks.prune()
+                        pruned_at = time.monotonic()
                     if not hooks.process_pending(limit=100, connectors=connectors):
                         time.sleep(settings.WEBHOOK_POLL_SECONDS)
                 except DatabaseError as exc:  # the database restarting: look again in a moment
