@@ -68,8 +68,10 @@ def helpers(addrport: str, embed: bool, mcp_port: int) -> list[Supervisor]:
     notifier = [sys.executable, manage, "notify_saved_searches", "--watch"]
     found.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS))
     # Sources configured in the admin sync on their schedules (docs/connectors.md).
+    # A failed sync is one line of the command's on stderr, which the supervisor logs;
+    # the sync's own warning of the same failure would make it two (the run keeps it).
     syncer = [sys.executable, manage, "sync", "--watch", "--no-progress"]
-    found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS))
+    found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS, env={"LOG_LEVEL": "ERROR"}))
     # The trackers' webhook deliveries, processed within a second of their arrival.
     found.append(Supervisor("webhook-processor", [sys.executable, manage, "hooks", "--watch"]))
     if mcp_port:

@@ -7,7 +7,10 @@ BACKOFF_FIRST to BACKOFF_MAX seconds while it keeps dying, and starts again
 from the first once a run has lasted STABLE_AFTER seconds. It records what it
 sees in the `search_worker` row (search.models.Worker): state, restarts, the
 last error (the tail of the worker's stderr) and a heartbeat, which index
-health and the dashboard show from any process.
+health and the dashboard show from any process. Each line a worker writes to
+its stderr (its warnings and errors: a scheduled sync that failed is one) is
+logged as it comes, under the worker's name, so it reaches the service's log
+and not only its row.
 
 The worker runs at a lower CPU priority (WORKER_NICENESS): it
 embeds on every core (EMBEDDING_THREADS), and a request should not wait
@@ -53,10 +56,19 @@ def die_with_parent() -> None:
 
 
 class Supervisor:
-    def __init__(self, name: str, command: list[str], backoff_first: float = BACKOFF_FIRST, niceness: int = 0):
-        """``niceness`` is added to the child's (os.nice): a positive one gives it less of a busy CPU."""
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        backoff_first: float = BACKOFF_FIRST,
+        niceness: int = 0,
+        env: dict[str, str] | None = None,
+    ):
+        """``niceness`` is added to the child's (os.nice): a positive one gives it less of a busy CPU.
+        ``env``: variables set for the child on top of this process's environment."""
         self.name = name
         self.command = command
+        self.env = env
         self.backoff_first = backoff_first
         self.niceness = niceness
         self.restarts = 0
@@ -101,10 +113,11 @@ class Supervisor:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **self.env} if self.env else None,
             preexec_fn=self._prepare_child,
         )
         tail = collections.deque(maxlen=STDERR_LINES)
-        reader = threading.Thread(target=lambda: tail.extend(self.process.stderr), daemon=True)
+        reader = threading.Thread(target=self._read_stderr, args=(self.process.stderr, tail), daemon=True)
         reader.start()
         self._record(WorkerState.RUNNING, pid=self.process.pid, started_at=timezone.now())
         while True:
@@ -116,6 +129,12 @@ class Supervisor:
         reader.join(5)
         lines = [line.strip() for line in tail if line.strip()]
         return returncode, " | ".join(lines[-3:])[-500:]
+
+    def _read_stderr(self, stream, tail: collections.deque) -> None:
+        for line in stream:
+            tail.append(line)
+            if line.strip():
+                logger.warning("%s: %s", self.name, line.rstrip())
 
     def _prepare_child(self) -> None:
         die_with_parent()
