@@ -41,7 +41,11 @@ fails prints the error and what the run did about it:
    filters. Prints p50 and p95 per server, the median over queries of each
    query's Citus / plain ratio, and whether each query's top 20 (keys and
    order) and total are the same on both.
-6. Writes one new and one changed record, and moves one to another
+6. With --exact, runs the queries once more on the plain server with
+   index scans off (PGOPTIONS), so the semantic arm reads every vector:
+   the exact answer. Prints each server's top-20 overlap with it, which
+   tells one HNSW graph's misses from the shards' graphs'.
+7. Writes one new and one changed record, and moves one to another
    product, through import_records and the ORM on both servers (the index
    triggers into search_document).
 
@@ -359,6 +363,11 @@ def ratio(ours: dict, theirs: dict) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+def shared(keys: list[str], truth: list[str]) -> float:
+    """The share of `truth`'s keys that `keys` holds (1 when both are empty)."""
+    return len(set(keys) & set(truth)) / len(truth) if truth else float(not keys)
+
+
 def report(plain: dict, citus: dict, args) -> None:
     print(
         f"# {args.records:,} demo records, {args.rounds} timed rounds; "
@@ -386,7 +395,7 @@ def report(plain: dict, citus: dict, args) -> None:
                 other = theirs["tops"][query]
                 same += other["keys"] == top["keys"]
                 totals += other["total"] == top["total"]
-                overlap += len(set(other["keys"]) & set(top["keys"])) / max(len(top["keys"]), 1)
+                overlap += shared(other["keys"], top["keys"])
         cells = []
         for times in (ours["times"], theirs["times"]):
             flat = [t for query_times in times.values() for t in query_times]
@@ -407,6 +416,19 @@ def report(plain: dict, citus: dict, args) -> None:
                     f"# differs, {case}, {query!r}: plain {ours['total']} {ours['keys'][:5]}... "
                     f"Citus {top['total']} {top['keys'][:5]}..."
                 )
+
+
+def against_exact(plain: dict, citus: dict, exact: dict) -> None:
+    """Each case's mean top-20 overlap of each server with the exact answer."""
+    print("| top-20 overlap with exact nearest neighbours | plain (one HNSW graph) | Citus (a graph a shard) |")
+    print("|---|---|---|")
+    for case, truth in exact.get("cases", {}).items():
+        cells = []
+        for server in (plain, citus):
+            tops = server.get("cases", {}).get(case, {}).get("tops", {})
+            shares = [shared(tops[q]["keys"], top["keys"]) for q, top in truth["tops"].items() if q in tops]
+            cells.append(f"{statistics.mean(shares):.2f} ({len(shares)} queries)" if shares else "-")
+        print(f"| {case} | {' | '.join(cells)} |")
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -430,6 +452,9 @@ def main() -> None:
         "--shard-count",
         type=int,
         help="shards of search_document (CITUS_SHARD_COUNT for migrate; default: the project's, two a worker)",
+    )
+    parser.add_argument(
+        "--exact", action="store_true", help="also compare both servers' top 20 with exact nearest neighbours"
     )
     parser.add_argument("--keep", action="store_true", help="leave the servers running at the end")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
@@ -499,6 +524,10 @@ def main() -> None:
         sys.exit(f"measuring on the plain server failed: {plain}")
     print(f"# load average before and after the timed rounds: {load_before[0]:.1f}, {os.getloadavg()[0]:.1f}")
     report(plain, citus, args)
+    if args.exact:
+        # No index scan: HNSW is never used (GIN's bitmap scans still are), so every distance is computed.
+        exact = phase(cluster, "plain", "measure", "--rounds", 0, env={"PGOPTIONS": "-c enable_indexscan=off"})
+        against_exact(plain, citus, exact)
 
     for name in ("plain", "coordinator"):
         written = phase(cluster, name, "write")
