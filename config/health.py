@@ -10,8 +10,6 @@ every worker) and whether the scheduled sources are synced. Neither needs
 a login, so neither says anything of the records: no counts, no keys.
 """
 
-import math
-
 from django.db import DatabaseError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.http import JsonResponse
@@ -41,13 +39,13 @@ def embeddings_check() -> str:
     """How much of the index has vectors, as a share (readyz answers anyone: no
     counts), the same figure from every worker. Partial is reported, never a
     reason to be not ready: keyword search finds every record meanwhile."""
-    from search.indexing.health import coverage_now
+    from search.indexing.health import coverage_now, coverage_text
 
     coverage = coverage_now()
     if coverage >= 1:
         return "complete"
     return (
-        f"partial: {math.floor(coverage * 1000) / 10:.1f}% of records have a vector; results by meaning are partial "
+        f"partial: {coverage_text(coverage)} of records have a vector; results by meaning are partial "
         "until the embedding worker catches up (every record is found by its words)"
     )
 

@@ -3,7 +3,9 @@
 Every search response carries it (`index`), and the dashboard shows it.
 """
 
+import hashlib
 import logging
+import math
 import threading
 import time
 from datetime import timedelta
@@ -21,65 +23,77 @@ from search.models import Worker, WorkerState
 logger = logging.getLogger(__name__)
 
 EMBEDDING_WORKER = "embed"  # the Worker row `serve`'s supervisor keeps
-# (alias, database, model, products) -> (when counted, IndexHealth); the keys
-# being refreshed. By alias: a replica's count may trail the primary's.
-HealthKey = tuple[str, str, str | None, tuple[int, ...] | None]
-_health_cache: dict[HealthKey, tuple[float, IndexHealth]] = {}
-_health_refreshing: dict[HealthKey, float] = {}  # key -> when its background recount started
-_health_lock = threading.Lock()
 HEALTH_TTL_SECONDS = 5.0
 # No figure older than this is shown: past it a search counts itself (a
 # background recount that never came back is given up and started again).
 HEALTH_MAX_AGE_SECONDS = 60.0
 LARGE_INDEX = 2_000
+# Which figures this process last found above LARGE_INDEX, by cache key: those
+# are read from the shared cache; the others counted on every call.
+_large: dict[str, bool] = {}
 
 
 def index_health(products: tuple[int, ...] | None = None) -> IndexHealth:
     """How complete the vector index is for the active model: over the
     records of `products` when given (a user who sees only those: no figure
-    counts a record they cannot see), else over all records.
+    counts a record they cannot see), else over all records. One figure for
+    every process: /readyz, the search page, REST and MCP all call this.
 
     Counting is a scan of the whole index table (about 50 ms at 100,000
     records, 7 ms at 10,000: half of a keyword search there). Up to
-    LARGE_INDEX documents every call counts. Above it a
-    process answers with its last count and, once that is HEALTH_TTL_SECONDS
-    old, counts again in a background thread (stale while revalidating): no
-    search waits for the scan, and the figure may lag the embedding worker
-    by a few seconds, never by more than HEALTH_MAX_AGE_SECONDS.
+    LARGE_INDEX documents every call counts. Above it the figure is kept in
+    the shared cache (settings.CACHES, a table of the database), so every
+    worker and every app server shows the same one, never one process's
+    older count: a call reads it (one indexed row) and, once it is
+    HEALTH_TTL_SECONDS old, one process counts again in a background thread
+    (stale while revalidating). No search waits for the scan, and the figure
+    may lag the embedding worker by a few seconds, never by more than
+    HEALTH_MAX_AGE_SECONDS; writes of vectors or records drop it
+    (forget_coverage).
     """
-    key = (db.alias(), db.connection().settings_dict["NAME"], active_model_id(), products)
-    cached = _health_cache.get(key)
-    if cached:
-        age = time.monotonic() - cached[0]
-        if age < HEALTH_MAX_AGE_SECONDS:
-            if age >= HEALTH_TTL_SECONDS:
-                _recount_in_background(key)
-            return cached[1]
-        logger.warning("The index health figure is %.0f s old; counting it in this request", age)
-    health = _count_health(key[2], products)
-    if health.documents > LARGE_INDEX:
-        _health_cache[key] = (time.monotonic(), health)
+    model_id = active_model_id()
+    key = _health_key(model_id, products)
+    if _large.get(key):
+        kept = cache.get(key)
+        if kept:
+            counted_at, health = kept
+            age = time.time() - counted_at
+            if age < HEALTH_MAX_AGE_SECONDS:
+                if age >= HEALTH_TTL_SECONDS:
+                    _recount_in_background(key, model_id, products)
+                return health
+            logger.warning("The index health figure is %.0f s old; counting it in this request", age)
+    return _count_and_keep(key, model_id, products)
+
+
+def _health_key(model_id: str | None, products: tuple[int, ...] | None) -> str:
+    scope = "all" if products is None else hashlib.sha256(repr(products).encode()).hexdigest()[:16]
+    return f"search:health:{model_id}:{scope}"
+
+
+def _count_and_keep(key: str, model_id: str | None, products: tuple[int, ...] | None) -> IndexHealth:
+    health = _count_health(model_id, products)
+    _large[key] = health.documents > LARGE_INDEX
+    if _large[key]:
+        cache.set(key, (time.time(), health), 2 * HEALTH_MAX_AGE_SECONDS)
     return health
 
 
-# /readyz's coverage: counted at most once a few seconds for every process (the
-# shared cache table), so frequent probes from several balancers scan no more,
-# and every worker reports the same figure; forgotten when vectors are written.
-COVERAGE_SECONDS = 5
-
-
-def _coverage_key() -> str:
-    return f"search:coverage:{active_model_id()}"
-
-
 def coverage_now() -> float:
-    """The share of all records with a current vector, the same from every process."""
-    return cache.get_or_set(_coverage_key(), lambda: _count_health(active_model_id(), None).coverage, COVERAGE_SECONDS)
+    """The share of all records with a current vector: /readyz's figure, the search page's."""
+    return index_health().coverage
+
+
+def coverage_text(coverage: float) -> str:
+    """A coverage as a percentage that never rounds an incomplete figure up to 100%,
+    written the same wherever it is shown (/readyz, the pages)."""
+    return f"{math.floor(coverage * 1000) / 10:.1f}%" if coverage < 1 else "100%"
 
 
 def forget_coverage() -> None:
-    """After vectors or records were written: the next coverage_now() counts again."""
-    cache.delete(_coverage_key())
+    """After vectors or records were written: the next call counts all records again
+    (a figure over some products is counted again within HEALTH_TTL_SECONDS)."""
+    cache.delete(_health_key(active_model_id(), None))
 
 
 # The counts and the worker's row in one statement: (documents, embedded, then _WORKER_COLUMNS or NULLs).
@@ -136,39 +150,24 @@ def _worker_health(worker: Worker | None, backlog: int) -> WorkerHealth | None:
     )
 
 
-def _recount_in_background(key: HealthKey) -> None:
-    now = time.monotonic()
-    with _health_lock:
-        started = _health_refreshing.get(key)
-        if started is not None and now - started < HEALTH_MAX_AGE_SECONDS:
-            return
-        if started is not None:
-            logger.warning(
-                "The index health recount started %.0f s ago never finished; starting another", now - started
-            )
-        _health_refreshing[key] = now
+def _recount_in_background(key: str, model_id: str | None, products: tuple[int, ...] | None) -> None:
+    # One process at a time: the mark expires, so a recount that never came back is started again.
+    if not cache.add(f"{key}:recounting", True, HEALTH_MAX_AGE_SECONDS):
+        return
 
     def recount() -> None:
-        alias, name, model_id, products = key
         try:
-            with db.reading(alias):  # a thread starts unpinned: count where the search counted
-                if db.connection().settings_dict["NAME"] != name:  # not this process's database: count on the next call
-                    _health_cache.pop(key, None)
-                    return
-                _health_cache[key] = (time.monotonic(), _count_health(model_id, products))
+            _count_and_keep(key, model_id, products)
         except Exception:  # the last figure stays; the next search tries again
             logger.warning("Counting the embedded records failed", exc_info=True)
         finally:
-            connections.close_all()  # this thread's own connections
-            done()
-
-    def done() -> None:
-        with _health_lock:
-            if _health_refreshing.get(key) == now:  # not a later recount's mark
-                del _health_refreshing[key]
+            try:
+                cache.delete(f"{key}:recounting")
+            finally:
+                connections.close_all()  # this thread's own connections
 
     try:
         threading.Thread(target=recount, name="search-index-health", daemon=True).start()
     except RuntimeError:  # no thread to be had: the next search tries again
         logger.warning("Could not start the index health recount", exc_info=True)
-        done()
+        cache.delete(f"{key}:recounting")

@@ -1,13 +1,14 @@
 """Filters that turn the contract's JSON into escaped HTML."""
 
 import json
-import math
 import re
 
 from django import template
 from django.utils.dateparse import parse_datetime
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
+
+from search.indexing.health import coverage_text
 
 register = template.Library()
 
@@ -51,8 +52,8 @@ def humanize_field(name: str) -> str:
 
 @register.filter
 def percent(value: float) -> str:
-    """0-1 as a percentage that never rounds an incomplete figure up to 100%."""
-    return f"{math.floor(value * 1000) / 10:.1f}%" if value < 1 else "100%"
+    """A coverage (0-1) as /readyz writes it."""
+    return coverage_text(value)
 
 
 @register.filter
