@@ -116,11 +116,28 @@ INSTALLED_APPS = [
     "ui",
     "saved",
     "connectors",
+    "accounts",
 ]
 
 LOGIN_URL = "ui:login"
 LOGIN_REDIRECT_URL = "/search/"
 LOGOUT_REDIRECT_URL = "ui:login"
+
+# Single sign-on with the company's identity provider (accounts/oidc.py,
+# docs/access.md): OpenID Connect, found by its issuer's discovery document.
+# Unset: only local passwords, as `make run` needs. OIDC_TEAMS maps the groups
+# claim's values to team names (JSON, {"okta-qa-mobile": "Mobile"}); empty:
+# a group is the team of the same name. LOCAL_PASSWORDS=false: the identity
+# provider only. A provider's session here lasts OIDC_SESSION_SECONDS at most.
+OIDC_ISSUER = envstr("OIDC_ISSUER", "")
+OIDC_CLIENT_ID = envstr("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = envstr("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = envstr("OIDC_SCOPES", "openid email profile")
+OIDC_GROUPS_CLAIM = envstr("OIDC_GROUPS_CLAIM", "groups")
+OIDC_TEAMS = envjson("OIDC_TEAMS", {})
+OIDC_PROVIDER_NAME = envstr("OIDC_PROVIDER_NAME", "your company's sign-in")
+OIDC_SESSION_SECONDS = envint("OIDC_SESSION_SECONDS", 8 * 3600)
+LOCAL_PASSWORDS = envbool("LOCAL_PASSWORDS", True)
 
 MIDDLEWARE = [
     "config.middleware.RequestLineLimitMiddleware",
@@ -134,6 +151,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.oidc.SessionRefresh",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

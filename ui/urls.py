@@ -1,7 +1,8 @@
-from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
+
+from accounts.views import SignIn
 
 from . import report, views
 
@@ -15,11 +16,7 @@ urlpatterns = [
     path("bugs/new/", report.report_bug, name="report_bug"),
     # Browsers, feed readers and link previews ask for /favicon.ico whatever the page says.
     path("favicon.ico", views.favicon, name="favicon"),
-    path(
-        "accounts/login/",
-        # The admin's form refuses users who are not staff, with a message that says so.
-        auth_views.LoginView.as_view(template_name="ui/login.html", authentication_form=AdminAuthenticationForm),
-        name="login",
-    ),
+    # The admin's form refuses users who are not staff, with a message that says so (accounts.forms).
+    path("accounts/login/", SignIn.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="ui:login"), name="logout"),
 ]

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import oidc
+
+app_name = "accounts"
+urlpatterns = [
+    path("accounts/oidc/login", oidc.start, name="oidc_login"),
+    path("accounts/oidc/callback", oidc.callback, name="oidc_callback"),
+]
