@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "saved",
     "connectors",
     "accounts",
+    "triage",
 ]
 
 LOGIN_URL = "ui:login"
@@ -441,6 +442,13 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", 
 
 # The largest body POST /api/import takes; bigger files go through `manage.py import_records`.
 IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+
+# Test run triage (triage/, docs/triage.md): the largest JUnit report read, the test
+# cases and failures one report may hold, and the days a run is kept for its history.
+TRIAGE_MAX_BYTES = envint("TRIAGE_MAX_BYTES", 32 * 1024 * 1024)
+TRIAGE_MAX_TESTS = envint("TRIAGE_MAX_TESTS", 200_000)
+TRIAGE_MAX_FAILURES = envint("TRIAGE_MAX_FAILURES", 5_000)
+TRIAGE_KEEP_DAYS = envint("TRIAGE_KEEP_DAYS", 90)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "QA Search API",

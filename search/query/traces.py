@@ -47,7 +47,7 @@ _V8_FRAME = re.compile(
 )
 _GECKO_FRAME = re.compile(r"^(?P<name>[^\s@]*)@(?P<file>\S+?):\d+:\d+$")
 _GO_CALL = re.compile(
-    r"^(?:created by\s+)?(?P<name>[^\s()]+(?:\(\*?\w+\)[^\s()]*)?)(?:\([^()]*\))?(?:\s+in goroutine \d+)?$"
+    r"^(?:created by\s+)?(?P<name>[^\s()]+(?:\(\*?[A-Za-z_]\w*\)[^\s()]*)?)(?:\([^()]*\))?(?:\s+in goroutine \d+)?$"
 )
 _GO_FILE = re.compile(r"^(?P<file>\S+\.go):\d+(?:\s+\+0x[0-9a-fA-F]+)?$")
 
@@ -131,6 +131,13 @@ def condensed(text: str) -> str:
     calls = {i - 1 for i, _ in frames if _GO_FILE.match(lines[i])}  # a Go frame's call line is the frame too
     framed = {i for i, _ in frames} | calls | {i for i, line in enumerate(lines) if _MORE_FRAMES.match(line)}
     return "\n".join(top.get(i, line) for i, line in enumerate(lines) if i in top or i not in framed)
+
+
+def frame_names(text: str) -> list[str]:
+    """The class and method (or module and function) of every frame in `text`, in the order
+    written, each once: what a stored bug's trace holds, for comparing it with another
+    trace frame by frame (triage.matching)."""
+    return list(dict.fromkeys(name for _, name in _frames(_lines(text)) if name))
 
 
 def _lines(text: str) -> list[str]:

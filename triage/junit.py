@@ -1,0 +1,184 @@
+"""A JUnit XML report read into test cases, safely and within bounds.
+
+Every runner writes this format, each a little differently: Maven Surefire
+and Gradle (one `testsuite` per class, `flakyFailure`/`rerunFailure` when
+tests were rerun), pytest `--junitxml` (`testsuites` around one `testsuite`),
+jest-junit and Playwright (failures without a `message`, the text in the
+element), go-junit-report (`testsuites`, a panic's goroutine dump as the
+text). So the reader is lenient about where things are and strict about
+what can hurt: it walks every `testcase` at any depth and reads its outcome
+from its children, and it parses with defusedxml and DTDs forbidden (no
+entity expansion, hence no billion laughs; no external entities, hence no
+file read from the server), after checking the size.
+
+A file that is not JUnit is refused with a `JUnitError` naming the line:
+XML that does not parse (invalid UTF-8 included: expat names the line and
+column), a root that is neither `testsuites` nor `testsuite`, a
+`testcase` without a name.
+"""
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import DefusedXMLParser
+from django.conf import settings
+
+from search.contract import SearchError
+
+# What a runner prints can be megabytes (a test that logs a whole response); the
+# failure's text kept and read is its first TEXT_CHARS characters, which hold the
+# exception and its top frames whatever follows.
+TEXT_CHARS = 20_000
+MESSAGE_CHARS = 1_000
+FAILED = {"failure": "failure", "error": "error"}
+# Surefire's reruns: a flaky* element on a passing test, rerun* under a failure that stayed.
+FLAKY = ("flakyFailure", "flakyError")
+
+
+class JUnitError(SearchError):
+    """The file is not a JUnit report we can read; the message says where and why."""
+
+    code = "invalid_junit"
+
+
+class TooLarge(JUnitError):
+    status = 413
+    code = "too_large"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case's outcome. `text` is what the runner printed for its failure
+    (empty for a pass or a skip), `message` and `type` the failure's attributes."""
+
+    suite: str
+    classname: str
+    name: str
+    outcome: str  # passed, failure, error, skipped
+    flaky: bool = False  # passed on a rerun (Surefire's flakyFailure)
+    message: str = ""
+    type: str = ""
+    text: str = ""
+    line: int = 0  # where the testcase starts in the file
+
+    @property
+    def full_name(self) -> str:
+        """`classname.name`, or the name alone when it already says the class (Jest, Playwright)."""
+        if not self.classname or self.name.startswith(self.classname):
+            return self.name
+        joiner = "::" if "/" in self.classname or self.classname.endswith(".py") else "."
+        return f"{self.classname}{joiner}{self.name}"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILED or self.flaky
+
+
+def read(data: bytes | str) -> list[Case]:
+    """The test cases of a JUnit report, in file order; JUnitError when it is not one."""
+    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+    limit = settings.TRIAGE_MAX_BYTES
+    if size > limit:
+        raise TooLarge(
+            f"The report is {size:,} bytes; the limit is {limit:,} (TRIAGE_MAX_BYTES). Send the failing "
+            "suites only, or raise the limit."
+        )
+    if not size or not (data.strip() if isinstance(data, str) else data.strip()):
+        raise JUnitError("The report is empty: send a JUnit XML file (<testsuites> or <testsuite>).")
+    root, lines = _parse(data)
+    tag = _local(root.tag)
+    if tag not in ("testsuites", "testsuite"):
+        raise JUnitError(
+            f"line {lines.get(id(root), 1)}: the root element is <{tag}>, not <testsuites> or <testsuite>: "
+            "this is XML but not a JUnit report."
+        )
+    cases = []
+    for suite, element in _testcases(root, ""):
+        cases.append(_case(suite, element, lines.get(id(element), 0)))
+        if len(cases) > settings.TRIAGE_MAX_TESTS:
+            raise TooLarge(f"The report holds more than {settings.TRIAGE_MAX_TESTS:,} test cases (TRIAGE_MAX_TESTS).")
+    return cases
+
+
+def _parse(data: bytes | str) -> tuple[ET.Element, dict[int, int]]:
+    """The root element, and each element's line (by id) for the error messages."""
+    builder = _LineBuilder()
+    parser = DefusedXMLParser(target=builder, forbid_dtd=True)
+    builder.parser = parser
+    try:
+        parser.feed(data)
+        root = parser.close()
+    except ET.ParseError as error:
+        line, column = error.position
+        reason = str(error).split(":", 1)[0]
+        hint = " (is the file UTF-8, as its declaration says?)" if "invalid token" in reason else ""
+        raise JUnitError(f"line {line}, column {column + 1}: {reason}{hint}: this is not well-formed XML.") from None
+    except DefusedXmlException as error:
+        # DTDs are forbidden whole: a JUnit report has none, and every entity attack needs one.
+        line = parser.parser.CurrentLineNumber if parser.parser is not None else 1
+        raise JUnitError(
+            f"line {line}: the file declares a DTD or entities ({type(error).__name__}); a JUnit report has "
+            "none, and they are refused for safety."
+        ) from None
+    return root, builder.lines
+
+
+class _LineBuilder(ET.TreeBuilder):
+    parser = None
+
+    def __init__(self):
+        super().__init__()
+        self.lines: dict[int, int] = {}
+
+    def start(self, tag, attrs):
+        element = super().start(tag, attrs)
+        self.lines[id(element)] = self.parser.parser.CurrentLineNumber
+        return element
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]  # a namespaced report (rare) reads the same
+
+
+def _testcases(element: ET.Element, suite: str):
+    """(suite name, testcase) for every testcase under `element`, nested suites included."""
+    for child in element:
+        tag = _local(child.tag)
+        if tag == "testcase":
+            yield suite, child
+        elif tag in ("testsuite", "testsuites"):
+            yield from _testcases(child, child.get("name") or suite)
+
+
+def _case(suite: str, element: ET.Element, line: int) -> Case:
+    name = (element.get("name") or "").strip()
+    if not name:
+        raise JUnitError(f"line {line}: a <testcase> without a name attribute; every test case needs one.")
+    classname = (element.get("classname") or element.get("class") or "").strip()
+    children = {}
+    for child in element:
+        children.setdefault(_local(child.tag), child)
+    failed = next((tag for tag in FAILED if tag in children), None)
+    flaky = None if failed else next((children[tag] for tag in FLAKY if tag in children), None)
+    outcome = FAILED[failed] if failed else "skipped" if "skipped" in children else "passed"
+    found = children.get(failed) if failed else flaky
+    if found is None:
+        return Case(suite, classname, name, outcome, line=line)
+    message = (found.get("message") or "").strip()[:MESSAGE_CHARS]
+    kind = (found.get("type") or "").strip()[:200]
+    text = _text(found)
+    if not text.strip():
+        text = f"{kind}: {message}" if kind and message else message or kind
+    return Case(suite, classname, name, outcome, flaky is not None, message, kind, text[:TEXT_CHARS], line)
+
+
+def _text(element: ET.Element) -> str:
+    """A failure's printed text: the element's own, or its <stackTrace> (Surefire's reruns)."""
+    own = element.text or ""
+    if own.strip():
+        return own[:TEXT_CHARS]
+    for child in element:
+        if _local(child.tag) == "stackTrace" and child.text:
+            return child.text[:TEXT_CHARS]
+    return ""
