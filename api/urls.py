@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import errors, views
+from . import errors, runs, views
 
 app_name = "api"
 
@@ -20,6 +20,9 @@ urlpatterns = [
     path("import", views.ImportView.as_view(), name="import"),
     # Before the router: its bugs/<key> would read check-duplicates as a key.
     path("bugs/check-duplicates", views.CheckDuplicatesView.as_view(), name="check-duplicates"),
+    path("runs", runs.RunsView.as_view(), name="runs"),
+    path("runs/<int:run>", runs.RunView.as_view(), name="run"),
+    path("runs/<int:run>/decisions", runs.DecisionsView.as_view(), name="run-decisions"),
     path("schema", views.SchemaView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script from /api/docs?script
     # rather than inline, and the template keeps its style in a file: the page

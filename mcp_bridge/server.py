@@ -41,6 +41,8 @@ from search.contract import (
     error_body,
     unavailable,
 )
+from triage import service as triage
+from triage.contract import TriageRequest, TriageResponse
 
 from .auth import DrfTokenVerifier
 from .schema import input_schemas, output_schema
@@ -75,6 +77,16 @@ TOOLS = {
         DuplicateCheckResponse,
     ),
 }
+# Tools over another module than search.service: name -> (what it does, request, response, call).
+# triage_run stores the run it triages (docs/triage.md), so it is not read-only.
+OTHER_TOOLS = {
+    "triage_run": (
+        "Triage a JUnit report (junit, product) or stored run: each failure's known bug, or new.",
+        TriageRequest,
+        TriageResponse,
+        lambda arguments, user: triage.call(arguments, user, default_tokens=triage.AGENT_TOKENS),
+    ),
+}
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 INTERNAL_ERROR = (
     "the search service failed on the server (the error is logged there); nothing in the request caused it. "
@@ -94,8 +106,13 @@ class AnyArguments(ArgModelBase):
 def build_server(user=None, http_url: str | None = None) -> MCPServer:
     """The server. Over stdio the tools act as `user`; served at `http_url`, every
     request needs a bearer token (a REST API token) and acts as its user."""
-    inputs = input_schemas({name: service.OPERATIONS[name].request for name in TOOLS})
+    requests = {name: service.OPERATIONS[name].request for name in TOOLS}
+    inputs = input_schemas(requests | {name: tool[1] for name, tool in OTHER_TOOLS.items()})
     tools = [_tool(name, description, inputs[name], response, user) for name, (description, response) in TOOLS.items()]
+    tools += [
+        _tool(name, description, inputs[name], response, user, ToolAnnotations(read_only_hint=False))
+        for name, (description, _, response, _) in OTHER_TOOLS.items()
+    ]
     auth = {}
     if http_url:
         # resource_server_url=None: no OAuth metadata; the tokens are issued in the admin.
@@ -128,7 +145,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
     return server
 
 
-def _tool(name: str, description: str, parameters: dict, response, user) -> Tool:
+def _tool(name: str, description: str, parameters: dict, response, user, annotations=READ_ONLY) -> Tool:
     def run(ctx: Context, **arguments) -> CallToolResult:
         body, failed = answer(name, arguments, lambda: _acting_user(ctx, user))
         # An error's text is its message (what was wrong and what to send); a result's is its JSON.
@@ -144,7 +161,7 @@ def _tool(name: str, description: str, parameters: dict, response, user) -> Tool
         fn_metadata=FuncMetadata(arg_model=AnyArguments, output_schema=output_schema(response)),
         is_async=False,
         context_kwarg="ctx",
-        annotations=READ_ONLY,
+        annotations=annotations,
     )
 
 
@@ -159,6 +176,8 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
         try:
             user = acting_user()
             ratelimit.charge(user)  # the budget REST searches count against too
+            if operation in OTHER_TOOLS:
+                return OTHER_TOOLS[operation][3](arguments, user), False
             return service.call(operation, arguments, user), False
         except SearchError as error:
             return error.body(), True

@@ -21,7 +21,9 @@ import pytest
 
 from backlog.models import Product
 from backlog.services import import_records
+from search.contract import SearchError
 from triage import junit, service
+from triage.models import Decision, Failure, Run
 
 from .conftest import TRAMLINE, jsonl, seeing_all_products
 
@@ -230,3 +232,175 @@ def test_each_failure_gets_the_bug_its_trace_comes_from_first_or_is_called_new(s
         "github.com/tramline/gate/validator::TestZonesForStation",
     ):
         assert verdicts[test] == ("new", None, None), test
+
+
+def test_the_bug_whose_frames_threw_it_ranks_above_one_sharing_only_the_exception_and_class(story, dana):
+    answer = service.triage(fixture("surefire"), "PRD-1", dana)
+    npe = groups_by_test(answer)["com.tramline.billing.RenewalServiceTest.renewsWithANewCard"]
+
+    assert [s["key"] for s in npe["suggestions"]] == ["BUG-101", "BUG-106"]
+    first, decoy = npe["suggestions"]
+    assert first["why"]["frames"] == [3, 3] and first["band"] == "high"
+    assert decoy["why"]["frames"] == [1, 3] and decoy["band"] == "low" and decoy["confidence"] < first["confidence"]
+
+
+def test_failures_of_one_cause_are_one_group_whatever_the_test_line_numbers_or_values(story, dana):
+    surefire = service.triage(fixture("surefire"), "PRD-1", dana)
+    pytest_run = service.triage(fixture("pytest"), "PRD-1", dana)
+
+    # Two tests hit the renewal NPE: one group, listed first (most failures).
+    assert [f["test"].rsplit(".", 1)[1] for f in surefire["groups"][0]["failures"]] == [
+        "renewsAnExpiredPassWithASavedCard",
+        "renewsWithANewCard",
+    ]
+    # KeyError 'Z9' and 'Z7' from two tests: the same lookup, one cause.
+    assert len(pytest_run["groups"]) == 2
+    assert {f["test"] for f in pytest_run["groups"][0]["failures"]} == {
+        "tests.test_fares.test_quote_for_an_unknown_zone",
+        "tests.test_fares.test_quote_for_zone_z7",
+    }
+    assert surefire["counts"] == {"tests": 7, "passed": 1, "failed": 4, "skipped": 1, "flaky": 1}
+
+
+def test_a_failing_test_is_linked_to_its_test_case_and_that_cases_bugs(story, dana):
+    fares = groups_by_test(service.triage(fixture("pytest"), "PRD-1", dana))
+    e2e = groups_by_test(service.triage(fixture("playwright"), "PRD-1", dana))
+
+    unknown_zone = next(f for f in fares["tests.test_fares.test_quote_for_an_unknown_zone"]["failures"])
+    assert (unknown_zone["test_case"], unknown_zone["case_bugs"]) == ("TEST-41", ["BUG-103"])
+    renew = e2e["renewal.spec.ts.renewal › Renew an expired pass with a saved card"]["failures"][0]
+    assert (renew["test_case"], renew["case_bugs"]) == ("TEST-3", ["BUG-12"])
+
+
+def test_history_says_first_seen_failing_for_n_runs_and_flaky(story, dana):
+    first = service.triage(fixture("surefire"), "PRD-1", dana)
+    service.triage(fixture("pytest"), "PRD-1", dana)  # another suite's run: the Java tests did not fail in it
+    service.triage(fixture("surefire"), "PRD-1", dana)
+    third = service.triage(fixture("surefire"), "PRD-1", dana)
+
+    npe = third["groups"][0]
+    assert npe["runs_seen"] == 3 and npe["first_seen"] == first["created_at"]
+    assert {f["failing_runs"] for f in npe["failures"]} == {2}
+    flaky = groups_by_test(third)["com.tramline.passes.SeasonPassCacheTest.keepsAValidPass"]["failures"][0]
+    assert flaky["flaky"] is True
+
+
+def test_old_runs_are_deleted_after_the_kept_days(story, dana, settings):
+    old = service.triage(fixture("go"), "PRD-1", dana)
+    Run.objects.filter(pk=old["run"]).update(created_at=Run.objects.get(pk=old["run"]).created_at.replace(year=2020))
+    settings.TRIAGE_KEEP_DAYS = 30
+
+    service.triage(fixture("go"), "PRD-1", dana)
+
+    assert not Run.objects.filter(pk=old["run"]).exists()
+    assert not Failure.objects.filter(run_id=old["run"]).exists()
+
+
+# -- curators decide --------------------------------------------------------------------------
+
+
+def test_a_confirmed_link_comes_first_in_the_next_run_and_a_rejected_one_never(story, dana):
+    run = service.triage(fixture("surefire"), "PRD-1", dana)
+    timeout = groups_by_test(run)["com.tramline.passes.SeasonPassCacheTest.keepsAValidPass"]
+    npe = run["groups"][0]
+    assert timeout["verdict"] == "new"
+
+    after = service.decide(run["run"], {"signature": timeout["signature"], "bug": "BUG-102", "decision": "confirmed"}, dana)
+    service.decide(run["run"], {"signature": npe["signature"], "bug": "BUG-106", "decision": "rejected"}, dana)
+
+    stored = groups_by_test(after)["com.tramline.passes.SeasonPassCacheTest.keepsAValidPass"]
+    assert (stored["verdict"], stored["bug"], stored["suggestions"][0]["decision"]) == ("known", "BUG-102", "confirmed")
+    assert Decision.objects.count() == 2
+    following = groups_by_test(service.triage(fixture("surefire"), "PRD-1", dana))
+    timeout = following["com.tramline.passes.SeasonPassCacheTest.keepsAValidPass"]
+    assert (timeout["verdict"], timeout["bug"], timeout["band"]) == ("known", "BUG-102", "high")
+    assert timeout["suggestions"][0]["decision"] == "confirmed"
+    npe = following["com.tramline.billing.RenewalServiceTest.renewsWithANewCard"]
+    assert [s["key"] for s in npe["suggestions"]] == ["BUG-101"]
+
+
+# -- access -----------------------------------------------------------------------------------
+
+
+def test_a_user_sees_no_bug_run_or_product_of_another_team(story, carol, dana):
+    mine = service.triage(fixture("surefire"), "PRD-1", carol)
+    keys = {s["key"] for g in mine["groups"] for s in g["suggestions"]}
+    assert "BUG-130" not in keys and "BUG-101" in keys
+
+    with pytest.raises(SearchError, match="no product you can see has the key 'PRD-2'"):
+        service.triage(fixture("surefire"), "PRD-2", carol)
+    theirs = service.triage(fixture("surefire"), "PRD-2", dana)
+    assert theirs["groups"][0]["bug"] == "BUG-130"
+    with pytest.raises(SearchError, match=f"no run {theirs['run']} of a product you can see"):
+        service.call({"run": theirs["run"]}, carol)
+    with pytest.raises(SearchError):
+        service.decide(theirs["run"], {"signature": theirs["groups"][0]["signature"], "bug": "BUG-130",
+                                       "decision": "confirmed"}, carol)
+
+
+# -- hostile and broken files -----------------------------------------------------------------
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+]>
+<testsuite name="x"><testcase name="t"><failure>&lol9;</failure></testcase></testsuite>
+"""
+EXTERNAL_ENTITY = b"""<?xml version="1.0"?>
+<!DOCTYPE testsuite [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<testsuite name="x"><testcase name="t"><failure>&secret;</failure></testcase></testsuite>
+"""
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (BILLION_LAUGHS, "line 2: the file declares a DTD or entities"),
+        (EXTERNAL_ENTITY, "line 2: the file declares a DTD or entities"),
+        (b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="x">\n<testcase name="caf\xe9"/></testsuite>',
+         "line 3, column 20: not well-formed (invalid token) (the file is not UTF-8"),
+        (b"<html><body>Build 812 failed</body></html>", "line 1: the root element is <html>, not <testsuites>"),
+        (
+            b'<testsuites>\n  <testsuite name="a">\n    <testcase classname="A"/>\n  </testsuite>\n</testsuites>',
+            "line 3: a <testcase> without a name",
+        ),
+        (b'{"tests": 3, "failures": 1}', "line 1, column 1: not well-formed (invalid token) (it does not start with <: is it XML at all?)"),
+        (b"", "The report is empty"),
+    ],
+    ids=["billion-laughs", "external-entity", "invalid-utf8", "not-junit", "no-name", "json", "empty"],
+)
+def test_a_file_that_is_not_a_safe_junit_report_is_refused_naming_the_line(story, dana, data, message):
+    with pytest.raises(SearchError) as refused:
+        service.triage(data, "PRD-1", dana)
+
+    assert message in str(refused.value) and refused.value.status == 400
+    assert "/etc/passwd" not in str(refused.value) and not Run.objects.exists()
+
+
+def test_a_report_over_the_size_limit_is_refused_before_it_is_read(story, dana, client):
+    client.force_login(dana)
+    hundred_mb = b"<testsuite>" + b" " * (100 * 1024 * 1024) + b"</testsuite>"
+
+    response = client.post("/api/runs?product=PRD-1", hundred_mb, content_type="application/xml")
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large" and "TRIAGE_MAX_BYTES" in response.json()["error"]["message"]
+    with pytest.raises(junit.TooLarge):
+        service.triage(hundred_mb, "PRD-1", dana)
+
+
+def test_huge_outputs_are_read_to_their_cause_and_bounded(story, dana):
+    log = "DEBUG a line of the test's own logging that goes on\n" * 200_000  # about 10 MB
+    report = (
+        '<testsuite name="big"><testcase classname="com.tramline.billing.RenewalServiceTest" name="renewsHuge">'
+        f"<error type=\"java.lang.NullPointerException\"><![CDATA[{RENEWAL_NPE.split(chr(10), 2)[2]}]]></error>"
+        f"<system-out><![CDATA[{log}]]></system-out></testcase></testsuite>"
+    )
+
+    answer = service.triage(report, "PRD-1", dana)
+
+    assert answer["groups"][0]["bug"] == "BUG-101"
+    assert len(json.dumps(answer)) < 20_000

@@ -25,11 +25,10 @@ class TriageRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    junit: str | None = Field(None, description="the JUnit XML report's text")
-    product: KeyFilter | None = Field(None, description="the product key the run tested (with junit)")
-    name: Annotated[str, Field(max_length=255)] | None = Field(None, description="the report's file name")
-    run: int | None = Field(None, ge=1, description="a stored run's id, instead of junit")
-    max_tokens: int | None = Field(None, ge=100, description="most tokens of the answer: whole groups, `omitted` counts the rest")
+    junit: str | None = None  # the report's XML
+    product: KeyFilter | None = Field(None, description="key of the product run")
+    run: int | None = Field(None, ge=1)  # a stored run's id, instead of junit
+    max_tokens: int | None = Field(None, ge=100)  # whole groups; `omitted` counts the rest
 
     @model_validator(mode="after")
     def _one_source(self):

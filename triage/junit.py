@@ -112,7 +112,11 @@ def _parse(data: bytes | str) -> tuple[ET.Element, dict[int, int]]:
     except ET.ParseError as error:
         line, column = error.position
         reason = str(error).split(":", 1)[0]
-        hint = " (is the file UTF-8, as its declaration says?)" if "invalid token" in reason else ""
+        hint = ""
+        if not (data.lstrip()[:1] in ("<", b"<")):
+            hint = " (it does not start with <: is it XML at all?)"
+        elif isinstance(data, bytes) and "invalid token" in reason and not _utf8(data):
+            hint = " (the file is not UTF-8, or not what its declaration says)"
         raise JUnitError(f"line {line}, column {column + 1}: {reason}{hint}: this is not well-formed XML.") from None
     except DefusedXmlException as error:
         # DTDs are forbidden whole: a JUnit report has none, and every entity attack needs one.
@@ -122,6 +126,14 @@ def _parse(data: bytes | str) -> tuple[ET.Element, dict[int, int]]:
             "none, and they are refused for safety."
         ) from None
     return root, builder.lines
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class _LineBuilder(ET.TreeBuilder):

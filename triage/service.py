@@ -48,20 +48,25 @@ from .contract import (
 from .models import Decision, Failure, Run
 
 HISTORY_RUNS = 100  # earlier runs read for "failing for N runs"
+AGENT_TOKENS = 4_000  # the triage_run tool's answer when the agent sets no max_tokens
 DRAFT_CHARS = 3000  # of a draft's description: a URL carries it to the report form
 
 
-def call(params: Mapping[str, Any], user=None, *, data: bytes | None = None) -> dict:
+def call(
+    params: Mapping[str, Any], user=None, *, data: bytes | None = None, name: str = "", default_tokens: int | None = None
+) -> dict:
     """The triage_run operation: `junit` (the report's text; or `data`, its bytes, as
-    uploaded) with `product`, or `run` (a stored run's id); at most `max_tokens`."""
+    uploaded) with `product`, or `run` (a stored run's id); at most `max_tokens`
+    (`default_tokens` when not given: an agent's answer is bounded by default).
+    `name`: the report's file name, kept with the run."""
     if data is not None:
         params = {**params, "junit": ""}
     request = parse(TriageRequest, params)
     if request.run is not None:
         answer = run_answer(request.run, user)
     else:
-        answer = triage(data if data is not None else request.junit, request.product, user, request.name or "")
-    return within(answer, request.max_tokens)
+        answer = triage(data if data is not None else request.junit, request.product, user, name)
+    return within(answer, request.max_tokens or default_tokens)
 
 
 def triage(report: bytes | str, product_key: str, user=None, name: str = "") -> dict:

@@ -74,7 +74,9 @@ class ReportForm(forms.Form):
 @staff_required
 @permission_required("backlog.add_bug", raise_exception=True)
 def report_bug(request):
-    form = ReportForm(request.POST or None, user=request.user)
+    # A link may prefill the form (a triaged failure's "Report as new bug": ui/triage.py).
+    prefill = {name: request.GET[name] for name in ("product", "title", "description") if request.GET.get(name)}
+    form = ReportForm(request.POST or None, user=request.user, initial=prefill)
     checked = error = draft = None
     if request.method == "POST":
         draft = form.draft()

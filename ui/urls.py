@@ -4,7 +4,7 @@ from django.views.generic import RedirectView
 
 from accounts.views import SignIn
 
-from . import report, views
+from . import report, triage, views
 
 app_name = "ui"
 urlpatterns = [
@@ -14,6 +14,8 @@ urlpatterns = [
     path("records/<str:key>/", views.record, name="record"),
     path("dashboard/", views.dashboard, name="dashboard"),
     path("bugs/new/", report.report_bug, name="report_bug"),
+    path("triage/", triage.triage_run, name="triage"),
+    path("triage/runs/<int:run>/decide", triage.decide, name="triage_decide"),
     # Browsers, feed readers and link previews ask for /favicon.ico whatever the page says.
     path("favicon.ico", views.favicon, name="favicon"),
     # The admin's form refuses users who are not staff, with a message that says so (accounts.forms).

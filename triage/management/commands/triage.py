@@ -1,0 +1,42 @@
+"""`manage.py triage FILE --product KEY`: triage a JUnit report and print the triage as JSON.
+
+The same call as POST /api/runs and the triage_run tool (triage.service), so
+the same file prints the same triage; the run is stored as theirs are.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from search.contract import SearchError
+from triage import service
+
+
+class Command(BaseCommand):
+    help = "Triage a JUnit XML report (`-` reads standard input): each failure's cause, its likely known bugs, or new."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="the JUnit XML report, or - for standard input")
+        parser.add_argument("--product", required=True, help="the key of the product the run tested")
+        parser.add_argument("--user", help="triage as this user (what they may see); default: every product")
+        parser.add_argument("--max-tokens", type=int, help="whole groups within that many tokens")
+
+    def handle(self, *args, file, product, user=None, max_tokens=None, **options):
+        acting = None
+        if user:
+            acting = get_user_model().objects.filter(username=user, is_active=True).first()
+            if acting is None:
+                raise CommandError(f"no active user {user!r}")
+        try:
+            data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        except OSError as error:
+            raise CommandError(f"{file}: {error.strerror or error}") from None
+        params = {"product": product, "max_tokens": max_tokens}
+        try:
+            answer = service.call(params, acting, data=data, name="" if file == "-" else Path(file).name)
+        except SearchError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(json.dumps(answer, ensure_ascii=False, indent=2))

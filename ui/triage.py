@@ -1,0 +1,75 @@
+"""Triage a test run from the staff UI: upload (or drop) a JUnit report, read its causes.
+
+Thin over triage.service, the call REST, MCP and `manage.py triage` make:
+the page posts the file and its product, and renders the answer it gets
+(also embedded as JSON, #triage-json, the very dict the API returns). Each
+suggestion has Confirm and Reject buttons, one click each (a form post, so
+it works without JavaScript); a group says "Report as new bug", which
+opens the report-a-bug page prefilled from the failure (ui/report.py).
+ui/static/ui/triage.js only adds dropping a file on the page.
+"""
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from backlog import access
+from backlog.models import Product
+from search.contract import SearchError
+from triage import service
+
+from .decorators import staff_required
+
+
+@staff_required
+def triage_run(request):
+    answer, error, status = None, None, 200
+    try:
+        if request.method == "POST":
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise SearchError("Choose a JUnit XML report (or drop one on the page).")
+            params = {"product": request.POST.get("product", "")}
+            answer = service.call(params, request.user, data=upload.read(), name=upload.name)
+            return redirect(f"{reverse('ui:triage')}?run={answer['run']}")
+        if run := request.GET.get("run"):
+            answer = service.call({"run": run}, request.user)
+    except SearchError as exc:
+        error, status = str(exc), exc.status
+    products = access.visible(Product.objects.order_by("name"), request.user)
+    context = {
+        "answer": answer,
+        "error": error,
+        "products": products,
+        "chosen": (answer or {}).get("product") or request.POST.get("product", ""),
+        "report_links": _report_links(answer),
+    }
+    return render(request, "ui/triage.html", context, status=status)
+
+
+@staff_required
+def decide(request, run: int):
+    """Confirm or reject one suggestion (a POST from its button); back to the run."""
+    if request.method != "POST":
+        return redirect(f"{reverse('ui:triage')}?run={run}")
+    params = {name: request.POST.get(name, "") for name in ("signature", "bug", "decision")}
+    try:
+        service.decide(run, params, request.user)
+        verb = "Confirmed" if params["decision"] == "confirmed" else "Rejected"
+        messages.success(request, f"{verb} {params['bug']} for this cause; the next runs will know.")
+    except SearchError as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{reverse('ui:triage')}?run={run}#group-{params['signature']}")
+
+
+def _report_links(answer: dict | None) -> dict[str, str]:
+    """signature -> the report-a-bug page prefilled with that cause's draft."""
+    if not answer:
+        return {}
+    base = reverse("ui:report_bug")
+    return {
+        group["signature"]: f"{base}?{urlencode({'product': answer['product'], **group['draft']})}"
+        for group in answer["groups"]
+    }
