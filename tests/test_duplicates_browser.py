@@ -12,7 +12,9 @@ from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
 from backlog.models import Bug
+from backlog.services import import_records
 
+from .conftest import jsonl
 from .test_ui_browser import SCREENSHOTS, alice, browser, close, corpus, log_in, new_page, page, screenshot  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -65,6 +67,34 @@ def test_the_report_form_lists_likely_duplicates_as_the_title_is_typed_and_links
     filed = Bug.objects.order_by("-id").first()
     assert (filed.status, filed.duplicate_of.key) == ("duplicate", original)
     expect(page.get_by_text(f"Filed {filed.key} as a duplicate of {original}.")).to_be_visible()
+
+
+def feature_options(tab) -> list[str]:
+    return tab.locator("#id_feature option").evaluate_all("options => options.map(option => option.value)")
+
+
+def test_the_feature_list_follows_the_product_as_it_is_chosen(reporter):
+    page = reporter  # noqa: F811
+    assert import_records(jsonl({"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}).splitlines())
+    page.goto("/bugs/new/")
+
+    # Nothing chosen: every product's features, under the product's name.
+    assert page.locator("#id_feature optgroup").evaluate_all("groups => groups.map(g => g.label)") == [
+        "PRD-2 Ledgerly",
+        "PRD-1 Tramline Mobile",
+    ]
+    page.locator("#id_product").select_option("PRD-2")
+    assert feature_options(page) == ["", "FEAT-9", "FEAT-10"]
+    page.locator("#id_feature").select_option("FEAT-10")
+
+    page.locator("#id_product").select_option("PRD-1")
+
+    assert feature_options(page) == ["", "FEAT-7"]
+    expect(page.locator("#id_feature")).to_have_value("")  # Ledgerly's feature is no longer chosen
+    page.locator("#id_feature").select_option("FEAT-7")
+    page.locator("#id_product").select_option("")
+    expect(page.locator("#id_feature")).to_have_value("FEAT-7")  # still offered, under its product
+    assert len(feature_options(page)) == 4
 
 
 def test_the_admins_add_bug_form_lists_duplicates_under_the_title_and_fills_the_link(page, alice, corpus, live_server):  # noqa: F811

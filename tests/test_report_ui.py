@@ -8,9 +8,10 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from backlog.models import Bug
+from backlog.services import import_records
 from search import service
 
-from .conftest import seeing_all_products
+from .conftest import jsonl, seeing_all_products
 from .test_ui import load_corpus
 
 DRAFT = {
@@ -37,6 +38,17 @@ def as_reporter(client, reporter):
 
 def panel_keys(html: str) -> list[str]:
     return re.findall(r'<li class="duplicate band-\w+" data-key="([^"]+)"', html)
+
+
+def offered_features(html: str) -> list[tuple[str, str]]:
+    """(the group's label, or "" outside a group; the feature's key) of each feature offered."""
+    select = re.search(r'<select name="feature".*?</select>', html, re.S)[0]
+    offered, group = [], ""
+    for tag, value in re.findall(r'<(optgroup label|/optgroup|option value)="?([^">]*)', select):
+        group = value if tag == "optgroup label" else "" if tag == "/optgroup" else group
+        if tag == "option value" and value:
+            offered.append((group, value))
+    return offered
 
 
 def test_the_panel_lists_what_check_duplicates_answers_and_writes_nothing(as_reporter, reporter):
@@ -84,6 +96,37 @@ def test_an_invalid_report_keeps_what_was_typed_and_says_what_to_fix(as_reporter
     assert "FEAT-9 belongs to PRD-2, not PRD-1." in html
     assert "Renew button does not respond on Android" in html
     assert Bug.objects.count() == bugs
+
+
+def test_the_feature_list_follows_the_chosen_product(as_reporter):
+    # Ledgerly has two features; Tramline one.
+    assert import_records(jsonl({"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}).splitlines())
+
+    unchosen = as_reporter.get("/bugs/new/").content.decode()
+    tramline = as_reporter.post("/bugs/new/", {**DRAFT, "action": "check"}).content.decode()
+    ledgerly = as_reporter.post("/bugs/new/", {**DRAFT, "product": "PRD-2", "action": "check"}).content.decode()
+
+    # Before a product is chosen, each product's features under its name; then its own only.
+    assert offered_features(unchosen) == [
+        ("PRD-2 Ledgerly", "FEAT-9"),
+        ("PRD-2 Ledgerly", "FEAT-10"),
+        ("PRD-1 Tramline Mobile", "FEAT-7"),
+    ]
+    assert offered_features(tramline) == [("", "FEAT-7")]
+    assert offered_features(ledgerly) == [("", "FEAT-9"), ("", "FEAT-10")]
+    assert '<script id="report-features" type="application/json">' in unchosen  # report.js's copy of them all
+
+
+def test_check_duplicates_names_the_parameter_it_was_sent(reporter):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(reporter)
+
+    response = api.post("/api/bugs/check-duplicates", {"title": "Renew fails", "product": "PRD-404"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith('product: "PRD-404" is not the key or name of a product')
 
 
 def test_only_staff_who_may_add_bugs_report_them(client, db):

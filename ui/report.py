@@ -46,8 +46,22 @@ class ReportForm(forms.Form):
         super().__init__(*args, **kwargs)
         products = access.visible(Product.objects.order_by("name"), user)
         self.fields["product"].queryset = products
-        self.fields["feature"].queryset = Feature.objects.filter(product__in=products).select_related("product")
-        self.fields["feature"].label_from_instance = lambda f: f"{f.product.key} · {f.name}"
+        features = Feature.objects.filter(product__in=products).select_related("product").order_by("product__name", "name", "key")
+        self.fields["feature"].queryset = features  # what may be chosen: clean() says when it is another product's
+        # What is offered follows the product: its own features once it is chosen (a page load
+        # without script, after "Check for duplicates"; report.js as it changes), each
+        # product's under its name before. report.js reads them all from the page.
+        self.features_by_product = {}
+        for feature in features:
+            self.features_by_product.setdefault(feature.product.key, []).append([feature.key, feature.name])
+        names = {product.key: str(product) for product in products}
+        chosen = self.data.get("product") or self.initial.get("product")
+        offered = (
+            self.features_by_product.get(chosen, [])
+            if chosen in names
+            else [(names[key], listed) for key, listed in self.features_by_product.items()]
+        )
+        self.fields["feature"].choices = [("", "---------"), *offered]
 
     def clean(self):
         data = super().clean()

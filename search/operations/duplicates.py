@@ -38,7 +38,8 @@ SHARED_WORDS_SHOWN = 8
 
 def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
     products = (request.product,) if request.product else ()
-    scope = build_scope(Filters(entities=("bug",), products=products, feature=request.feature), user)
+    filters = Filters(entities=("bug",), products=products, feature=request.feature, names=(("products", "product"),))
+    scope = build_scope(filters, user)
     plan = DraftPlan(request.title, request.body(), request.mode, config.current().arm_depth)
     ranking = pipeline.rank(plan, scope)
     page = ranking.order()[: request.limit]

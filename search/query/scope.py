@@ -155,6 +155,9 @@ class Filters:
     entities: tuple[str, ...] = ()
     products: tuple[str, ...] = ()
     feature: str | None = None
+    # What the caller's request calls a filter where its name differs (check_duplicates takes
+    # one `product`): an error names the parameter the caller sent.
+    names: tuple[tuple[str, str], ...] = ()
 
 
 def build_scope(request: SearchRequest | Filters, user) -> Scope:
@@ -174,6 +177,7 @@ def build_scope(request: SearchRequest | Filters, user) -> Scope:
             # may see (none, or another team's) is refused in the same words.
             values, unknown = named_keys("product", values, scope.products)
             if unknown is not None:
-                raise SearchError(f"{param}: {not_named('product', unknown, scope.products)}.")
+                named = dict(getattr(request, "names", ())).get(param, param)
+                raise SearchError(f"{named}: {not_named('product', unknown, scope.products)}.")
         chosen[param, False] = values
     return narrowed(scope, chosen, "scope_filter")

@@ -72,8 +72,49 @@
     if (form.elements.title.value.trim()) check();
   }
 
+  // The Feature list offers the chosen product's features only (the server does the
+  // same on a page load); each product's, under its name, while none is chosen.
+  function featuresFollowProduct(form) {
+    const data = document.getElementById("report-features");
+    const product = form.elements.product;
+    const feature = form.elements.feature;
+    if (!data || !product || !feature) return;
+    const byProduct = JSON.parse(data.textContent);
+    const names = {};
+    Array.from(product.options).forEach(function (option) { names[option.value] = option.textContent; });
+
+    function options(listed) {
+      return listed.map(function (pair) { return new Option(pair[1], pair[0]); });
+    }
+
+    function offer() {
+      const kept = feature.value;
+      const blank = new Option("---------", "");
+      const chosen = byProduct[product.value];
+      let offered;
+      if (product.value) {
+        offered = options(chosen || []);
+      } else {
+        offered = Object.keys(byProduct).map(function (key) {
+          const group = document.createElement("optgroup");
+          group.label = names[key] || key;
+          group.append.apply(group, options(byProduct[key]));
+          return group;
+        });
+      }
+      feature.replaceChildren(blank, ...offered);
+      feature.value = kept;
+      if (feature.value !== kept) feature.value = ""; // another product's feature is no longer offered
+    }
+
+    product.addEventListener("change", offer);
+    offer();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     const form = document.querySelector("[data-duplicate-check]");
-    if (form) checker(form);
+    if (!form) return;
+    featuresFollowProduct(form);
+    checker(form);
   });
 })();
