@@ -404,3 +404,79 @@ def test_huge_outputs_are_read_to_their_cause_and_bounded(story, dana):
 
     assert answer["groups"][0]["bug"] == "BUG-101"
     assert len(json.dumps(answer)) < 20_000
+
+
+# -- the four surfaces ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runner", ["surefire", "pytest", "go"])
+def test_rest_the_command_the_mcp_tool_and_the_staff_page_answer_the_same_triage(transactional_db, runner, dana):
+    import io
+    import os
+    import re
+    import sys
+
+    import anyio
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from mcp import Client as MCPClient
+    from mcp.client.stdio import StdioServerParameters
+    from rest_framework.test import APIClient
+
+    report = import_records(jsonl(*TRIAGE_STORY).splitlines())
+    assert report.written and not report.problems
+    data = fixture(runner)
+
+    rest = APIClient()
+    rest.force_authenticate(dana)
+    over_rest = rest.post("/api/runs?product=PRD-1", data, content_type="application/xml")
+    assert over_rest.status_code == 200, over_rest.content
+    stored = rest.get(f"/api/runs/{over_rest.json()['run']}")
+
+    printed = io.StringIO()
+    call_command("triage", str(FIXTURES / f"{runner}.xml"), "--product", "PRD-1", "--user", "dana", stdout=printed)
+
+    env = dict(os.environ, LOG_LEVEL="WARNING", SEARCH_RATE_LIMIT="off", EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"])
+    params = StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp", "--user", "dana"], cwd=str(FIXTURES.parents[2]), env=env
+    )
+
+    async def ask():
+        async with MCPClient(params) as client:
+            result = await client.call_tool("triage_run", {"junit": data.decode(), "product": "PRD-1"})
+            return result.structured_content, result.is_error
+
+    over_mcp, failed = anyio.run(ask)
+    assert not failed, over_mcp
+
+    page = Client()
+    page.force_login(dana)
+    uploaded = page.post("/triage/", {"product": "PRD-1", "file": io.BytesIO(data)}, follow=True)
+    embedded = re.search(r'<script id="triage-json" type="application/json">(.*?)</script>', uploaded.text, re.S)
+    over_ui = json.loads(embedded[1])
+
+    expected = without_run(over_rest.json())
+    assert expected["groups"], expected
+    assert stored.json() == over_rest.json()
+    assert without_run(json.loads(printed.getvalue())) == expected
+    assert without_run(over_mcp) == expected
+    assert without_run(over_ui) == expected
+
+
+def test_errors_are_json_bodies_on_rest_and_tool_errors_over_mcp(story, dana, monkeypatch):
+    from rest_framework.test import APIClient
+
+    from mcp_bridge import server
+
+    monkeypatch.setattr(server, "close_old_connections", lambda: None)  # inside the test's transaction
+
+    rest = APIClient()
+    rest.force_authenticate(dana)
+    refused = rest.post("/api/runs?product=PRD-1", b"<html/>", content_type="application/xml")
+    unknown = rest.get("/api/runs/999999")
+    body, failed = server.answer("triage_run", {"junit": "<html/>", "product": "PRD-1"}, lambda: dana)
+
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_junit"
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+    assert failed and body == refused.json()
