@@ -41,6 +41,7 @@ from search.contract import (
 )
 
 from . import filters, schema, serializers, throttles
+from .authentication import TokenMayWrite
 from .errors import Conflict, JSONErrors
 from .parsers import PARSERS, unsized_body
 
@@ -127,7 +128,7 @@ class CheckDuplicatesView(OneValueEach, APIView):
 class RecordViewSet(OneValueEach, viewsets.ModelViewSet):
     """Any authenticated user reads; writes need the model's add, change or delete permission."""
 
-    permission_classes = [permissions.DjangoModelPermissions]
+    permission_classes = [permissions.DjangoModelPermissions, TokenMayWrite]
     filter_backends = [DjangoFilterBackend, filters.StrictOrderingFilter]
     pagination_class = filters.LimitOffsetPagination
     lookup_field = "key__iexact"  # bug-12 is BUG-12
@@ -237,7 +238,7 @@ class CanImport(permissions.BasePermission):
 
 class ImportView(OneValueEach, APIView):
     parser_classes = PARSERS
-    permission_classes = [permissions.IsAuthenticated, CanImport]
+    permission_classes = [permissions.IsAuthenticated, TokenMayWrite, CanImport]
 
     def initialize_request(self, request, *args, **kwargs):
         request = super().initialize_request(request, *args, **kwargs)

@@ -70,21 +70,21 @@ def prepare(database: str) -> tuple[str, list[str], list[str]]:
     # isort: split
 
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
 
+    from accounts.tokens import issue
     from backlog.models import Bug
 
     user, _ = User.objects.get_or_create(username="load-bench", defaults={"is_superuser": True})
     user.is_superuser = True
     user.save()
-    token, _ = Token.objects.get_or_create(user=user)
+    _, key = issue(user, "load bench", "write")
     keys = list(Bug.objects.order_by("id").values_list("key", flat=True)[:: max(1, Bug.objects.count() // 500)])
     titles = Bug.objects.order_by("id").values_list("title", flat=True)[:: max(1, Bug.objects.count() // 3000)]
     queries = [" ".join(title.split()[: random.Random(title).randint(2, 5)]) for title in titles]
     from django.db import connections
 
     connections.close_all()
-    return token.key, keys, queries
+    return key, keys, queries
 
 
 def free_port() -> int:

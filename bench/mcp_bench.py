@@ -63,8 +63,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import issue
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.services import import_records
@@ -133,7 +133,7 @@ def load(records: int, seed: int) -> str:
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE search_document")
     user = get_user_model().objects.create_user("bench")
-    return Token.objects.create(user=user).key
+    return issue(user, "mcp bench", "write")[1]
 
 
 def server_env(database: str) -> dict:
@@ -249,12 +249,14 @@ def main() -> None:
     old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
     try:
         database = connection.settings_dict["NAME"]
-        token = Token.objects.values_list("key", flat=True).first() if args.keep_db else None
-        if token is None:
+        user = get_user_model().objects.filter(username="bench").first() if args.keep_db else None
+        if user is None:
             started = time.perf_counter()
             token = load(args.records, args.seed)
             print(f"# loaded and embedded {args.records:,} records in {time.perf_counter() - started:.0f} s")
-        user = get_user_model().objects.get(auth_token__key=token)
+            user = get_user_model().objects.get(username="bench")
+        else:  # kept: only the hash of the earlier run's key is stored, so a new key
+            token = issue(user, "mcp bench", "write")[1]
         user.user_permissions.add(Permission.objects.get(codename="access_all_products"))  # backlog.access
         concise = service.call("search", {"query": args.query}, user)
         full = service.call("search", {"query": args.query, "detail": "full"}, user)

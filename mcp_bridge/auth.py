@@ -1,7 +1,7 @@
-"""Bearer tokens for the HTTP transport: the REST API's DRF tokens.
+"""Bearer tokens for the HTTP transport: the REST API's tokens (accounts.tokens).
 
-One token per user, issued and revoked in the admin, opens both surfaces;
-an inactive user's token opens neither (as DRF's TokenAuthentication).
+A token opens both surfaces; a revoked or expired one, or one whose user is
+inactive, opens neither, refused as a token that never existed.
 The SDK answers 401 for a missing or unknown token; the user's id travels
 in the access token's subject to the tools (mcp_bridge.server). A token
 that cannot be checked because the database is down is neither: the
@@ -14,8 +14,8 @@ import json
 import anyio.to_thread
 from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.provider import AccessToken
-from rest_framework.authtoken.models import Token
 
+from accounts import tokens
 from backlog.db import database_unavailable
 from search.contract import DatabaseUnavailable, unavailable
 
@@ -36,8 +36,8 @@ class DrfTokenVerifier:
 def user_for_token(key: str) -> int | None:
     close_old_connections()
     try:
-        token = Token.objects.select_related("user").filter(key=key).first()
-        return token.user_id if token and token.user.is_active else None
+        token = tokens.check(key)
+        return token.user_id if token else None
     finally:
         close_old_connections()
 

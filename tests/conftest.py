@@ -20,9 +20,10 @@ import psutil
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from accounts.models import Scope
+from accounts.tokens import issue
 from backlog.services import import_records
 from tests.citus import citus_cluster  # noqa: F401  (a session fixture: a Citus cluster on loopback)
 
@@ -224,9 +225,14 @@ def seeing_all_products(user):
     return user
 
 
-def client_with_token(user) -> APIClient:
+def api_key(user, scope: str = Scope.WRITE) -> str:
+    """A new API token's key for `user` (read and write unless asked otherwise)."""
+    return issue(user, "a test's token", scope)[1]
+
+
+def client_with_token(user, scope: str = Scope.WRITE) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_key(user, scope)}")
     return client
 
 

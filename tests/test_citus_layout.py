@@ -210,10 +210,9 @@ OUTAGE = """
 import json
 from django.contrib.auth.models import User
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from accounts.tokens import issue
 user, _ = User.objects.get_or_create(username="operator", defaults={"is_superuser": True})  # sees every product
-token, _ = Token.objects.get_or_create(user=user)
-client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="localhost")
+client = Client(HTTP_AUTHORIZATION=f"Token {issue(user, 'citus test', 'write')[1]}", HTTP_HOST="localhost")
 search = client.get("/api/search", {"query": "crash", "mode": "keyword"})
 ready = Client(HTTP_HOST="localhost").get("/readyz")
 print(json.dumps({

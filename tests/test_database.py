@@ -235,8 +235,8 @@ def test_migrate_on_an_empty_database_then_gunicorn_serves_a_rest_search_within_
         assert migrated.returncode == 0, migrated.stderr
         token = shell(
             "from django.contrib.auth.models import User\n"
-            "from rest_framework.authtoken.models import Token\n"
-            "print(Token.objects.create(user=User.objects.create_user('erin')).key)",
+            "from accounts.tokens import issue\n"
+            "print(issue(User.objects.create_user('erin'), 'test', 'write')[1])",
             env,
         )
         port = free_port()

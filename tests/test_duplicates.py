@@ -5,7 +5,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from backlog.models import Product
@@ -14,7 +13,7 @@ from search import service
 from search.contract import SearchError
 from search.indexing.vectors import embed_pending
 
-from .conftest import jsonl
+from .conftest import api_key, jsonl
 from .test_search import CORPUS, bug
 
 
@@ -135,7 +134,7 @@ def test_a_user_sees_no_candidate_and_no_word_of_a_product_they_may_not_see(embe
 def test_rest_answers_what_the_service_answers_and_refuses_a_bad_body(embedded):
     user = get_user_model().objects.create_superuser("alice", password="x")
     api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {api_key(user)}")
     draft = {"title": "Exported invoice shows the wrong tax", "steps": "Export\nOpen the PDF", "include_scores": True}
 
     response = api.post("/api/bugs/check-duplicates", draft, format="json")

@@ -26,7 +26,6 @@ from django.db import close_old_connections, transaction
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -39,6 +38,7 @@ from saved.models import SavedSearch
 from search import service
 from search.contract import SearchError
 from search.indexing.vectors import embed_pending
+from tests.conftest import api_key
 
 from .fuzzing import (
     BODY,
@@ -172,7 +172,7 @@ def in_process(tramline, alice):
     embed_pending()
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
-    yield {"Authorization": f"Token {Token.objects.create(user=alice).key}"}
+    yield {"Authorization": f"Token {api_key(alice)}"}
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)
 
@@ -228,7 +228,7 @@ def visitors(tramline, alice, django_user_model):
     dora = django_user_model.objects.create_superuser("dora", password="the-admin-passphrase")
     SavedSearch.from_params({"query": "renewal"}, owner=dora, name="Renewal")
     token = APIClient()
-    token.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    token.credentials(HTTP_AUTHORIZATION=f"Token {api_key(alice)}")
     staff = Client(raise_request_exception=True)
     staff.force_login(dora)
     return {"anonymous": Client(), "token": token, "staff": staff}

@@ -4,7 +4,6 @@ import json
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from backlog.models import Bug
@@ -12,7 +11,7 @@ from backlog.services import import_records
 from search import service
 from search.contract import SearchError
 
-from .conftest import jsonl
+from .conftest import api_key, jsonl
 
 # -- the service: what MCP tool arguments and REST parameters reach ---------------------------
 
@@ -119,7 +118,7 @@ def test_a_write_to_a_key_no_route_takes_is_a_json_404(tramline, alice, method):
     """Found by schemathesis: a key outside the routes' pattern reaches the catch-all
     404 view, which the CSRF middleware used to refuse first with an HTML 403."""
     client = APIClient(enforce_csrf_checks=True)  # as a real client is: the test client skips CSRF
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_key(alice)}")
     response = getattr(client, method)("/api/bugs/%C2%84", {"title": "x"}, format="json")
     assert response.status_code == 404, response.content[:300]
     assert response.json()["error"]["code"] == "not_found"
@@ -266,7 +265,7 @@ def test_the_api_docs_page_answers_other_methods_with_405_not_a_server_error(db,
 
 
 def test_an_inactive_users_token_is_answered_as_an_unknown_token(tramline, alice):
-    token = Token.objects.create(user=alice).key
+    token = api_key(alice)
     alice.is_active = False
     alice.save()
     inactive = APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/search?query=renewal")

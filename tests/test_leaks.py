@@ -35,8 +35,8 @@ from django.test import Client as DjangoClient
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from rest_framework.authtoken.models import Token
 
+from accounts.models import ApiToken
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 from backlog.services import import_records
 from saved.models import SavedSearch
@@ -442,7 +442,7 @@ def rounds(django_db_setup, django_db_blocker):
         "sneaked": sneaked,
     }
     with django_db_blocker.unblock():
-        for model in (Bug, QATest, Feature, Product, Token, get_user_model(), Group):
+        for model in (Bug, QATest, Feature, Product, ApiToken, get_user_model(), Group):
             model.objects.all().delete()
 
 

@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ import pytest
 import tiktoken
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
+from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp import Client
@@ -41,8 +43,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from rest_framework.authtoken.models import Token
 
+from accounts import tokens
+from accounts.models import ApiToken, Scope
 from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
 from mcp_bridge import server
@@ -50,7 +53,7 @@ from search import service
 from search.indexing.vectors import embed_pending
 from search.models import RateCount
 
-from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
+from .conftest import TRAMLINE, VAT_BUG, api_key, jsonl, seeing_all_products
 from .fuzzing import FUZZ, leak, names_what_was_wrong, params_for, tally
 
 # Every test, so that pytest-django sets the test database up whichever of them
@@ -228,11 +231,11 @@ def alice_token(django_db_setup, django_db_blocker):
         assert report.written and not report.problems, report.problems
         embed_pending()
         alice = seeing_all_products(get_user_model().objects.create_user("alice", password="renewal-2026"))
-        token = Token.objects.create(user=alice)
+        token = api_key(alice)
         database = connection.settings_dict["NAME"]
-    yield token.key, database
+    yield token, database
     with django_db_blocker.unblock():
-        for model in (Bug, QATest, Feature, Product, Token, get_user_model()):
+        for model in (Bug, QATest, Feature, Product, ApiToken, get_user_model()):
             model.objects.all().delete()
 
 
@@ -653,6 +656,33 @@ def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_c
     answer = json.loads(events[-1])
     assert answer["id"] == 7 and not answer["result"]["isError"]
     assert answer["result"]["structuredContent"]["results"][0]["key"]
+
+
+def test_http_refuses_a_revoked_an_expired_and_a_deactivated_users_token_as_one_never_made(
+    http_server, alice_token, django_db_blocker
+):
+    with django_db_blocker.unblock():
+        alice = get_user_model().objects.get(username="alice")
+        revoked, revoked_key = tokens.issue(alice, "revoked", Scope.READ)
+        tokens.revoke(revoked)
+        _, expired_key = tokens.issue(alice, "expired", Scope.READ, expires_at=timezone.now() - timedelta(minutes=1))
+        dana = get_user_model().objects.create_user("dana-deprovisioned", is_active=False)
+        _, inactive_key = tokens.issue(dana, "dana's", Scope.READ)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    answers = []
+    for key in (revoked_key, expired_key, inactive_key, "qas_" + "n" * 43):
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {key}",
+        }
+        request = urllib.request.Request(http_server, json.dumps(call).encode(), headers, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        answers.append((refused.value.code, refused.value.read()))
+    with django_db_blocker.unblock():
+        dana.delete()
+    assert {code for code, _ in answers} == {401} and len({body for _, body in answers}) == 1
 
 
 @pytest.mark.parametrize("scheme", ["Bearer", "Token", "token"])

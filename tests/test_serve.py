@@ -18,11 +18,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import check
 from backlog.models import Bug
 
-from .conftest import ROOT
+from .conftest import ROOT, api_key
 from .test_mcp import server_env
 
 
@@ -37,10 +37,10 @@ def test_serve_migrates_loads_demo_data_creates_the_admin_and_prints_how_to_conn
     text = out.getvalue()
     assert "Admin:     http://127.0.0.1:8123/admin/   (user admin, password from ADMIN_PASSWORD)" in text
     assert "Search:    http://127.0.0.1:8123/search/" in text
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.get(user__username="admin").key
-    assert f"Authorization: Bearer {token}" in text and "manage.py mcp --transport http" in text
+    token = re.search(r"Authorization: Bearer (\S+)", text).group(1)
+    assert check(token).user.username == "admin"  # the printed key opens REST and MCP as the admin
+    assert text.count(f"Authorization: Bearer {token}") >= 2  # and the second run printed the same one
+    assert "manage.py mcp --transport http" in text
     assert "The database already holds records; no demo data loaded." in text  # second run
     assert "0 of 120 records embedded" in text
     assert Bug.objects.count() > 0
@@ -105,7 +105,7 @@ def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leav
 
         status, _, body = fetch(f"{base}/readyz")
         assert (status, json.loads(body)["checks"]["database"]) == (200, "ok")
-        token = Token.objects.get(user__username="admin").key
+        token = api_key(get_user_model().objects.get(username="admin"))
         status, _, body = fetch(f"{base}/api/search?query=renewal", {"Authorization": f"Token {token}"})
         assert status == 200 and json.loads(body)["total"] == 0
         status, _, page = fetch(f"{base}/accounts/login/")
@@ -195,7 +195,7 @@ def test_an_import_sent_chunked_is_read_through_gunicorn_within_the_same_limit(s
 
     from .conftest import TRAMLINE, jsonl
 
-    token = Token.objects.create(user=alice).key
+    token = api_key(alice)
     text = jsonl(*TRAMLINE).encode()
     port = free_port()
     settings.SERVE_WORKERS, settings.SERVE_THREADS = 1, 2

@@ -131,10 +131,25 @@ class Command(BaseCommand):
         return username, "the password you set for it"
 
     def ensure_token(self, username: str) -> str:
-        """The admin's API token (REST and MCP over HTTP); revoke it in the admin."""
-        from rest_framework.authtoken.models import Token
+        """The admin's API token (REST and MCP over HTTP, read and write), to print.
+        The database keeps only its hash: the key is kept beside the admin's
+        password file for this database, and a new one is made when that one
+        no longer opens anything (revoked on the Tokens page or in the admin)."""
+        from accounts import tokens
+        from accounts.models import Scope
 
-        return Token.objects.get_or_create(user=get_user_model().objects.get(username=username))[0].key
+        password_file = admin_password_file()
+        kept = password_file.parent / f"{password_file.name}.token"
+        key = kept.read_text().strip() if kept.is_file() else ""
+        token = tokens.check(key) if key else None
+        if token is not None and token.user.get_username() == username:
+            return key
+        user = get_user_model().objects.get(username=username)
+        _, key = tokens.issue(user, "printed by manage.py serve", Scope.WRITE)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(key + "\n")
+        kept.chmod(0o600)
+        return key
 
     def database_description(self) -> str:
         if settings.EMBEDDED_DATABASE:
