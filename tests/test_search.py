@@ -465,6 +465,36 @@ def test_typos_are_corrected_from_close_titles(corpus):
     assert nothing.corrected_query is None and nothing.total == 0
 
 
+def test_every_misspelt_word_is_corrected_to_its_close_frequent_neighbour(db):
+    # A QA person types fast: "logn crsh andriod". "crsh" is only 0.4 like "Crash" by trigrams.
+    records = [{"kind": "product", "key": "PRD-1", "name": "Tramline Mobile"}]
+    titles = [
+        "Login screen crashes on Android 14",
+        "App crash after login on Android",
+        "Crash when rotating the map",
+        "Checkout crash on Android tablets",
+        "Login fails with SSO",
+        "Android widget is blank",
+        "Long press on a pass does nothing",
+        "Long list of passes scrolls slowly",
+        "Logs fill the device storage",
+        "Renewal fails with a saved card",
+        "Spanner icon is cut off in settings",
+        "Spanner icon has no label for screen readers",
+        "Spinner never stops on checkout",
+    ]
+    assert import_records(jsonl(*records, *(bug(f"BUG-{i}", t) for i, t in enumerate(titles, 1))).splitlines()).written
+
+    response = run("logn crsh andriod", mode="keyword")
+
+    assert response.corrected_query == "login crash android"  # each word, not one of three
+    assert keys(response)[:2] == ["BUG-2", "BUG-1"]  # all three words first, the title's own word forms first
+    # Of two words as close, the one more titles hold: "spanner" (2) before "spinner" (1).
+    assert run("spnner icon", mode="keyword").corrected_query == "spanner icon"
+    # A word being typed, cut back to its stem, does not stop the others from being corrected.
+    assert run("crsh renewa", mode="keyword").corrected_query == "crash renew"
+
+
 def test_a_word_typed_past_its_stem_finds_the_stem(corpus):
     # "renewa" is on the way to "renewal", which the index holds as 'renew'.
     response = run("renewa", mode="keyword", entities=["bug"])
