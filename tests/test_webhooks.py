@@ -8,11 +8,14 @@ team's does: the webhook keeps an already synced source fresh.
 """
 
 import io
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connections
 from django.utils import timezone
 
 from backlog.models import Bug, Product, QATest
@@ -251,6 +254,49 @@ def test_a_failed_try_writes_nothing_and_is_tried_again(github, client):
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert "try 1 of 5 failed" in delivery.outcome
     assert Bug.objects.get(key="SEAMONKEY-13").title != "Filters: a later wording"
+
+
+@pytest.mark.django_db(transaction=True)  # the processor's transaction and the next POST, in two sessions
+def test_a_delivery_is_acknowledged_at_once_while_another_waits_on_github(github, client):
+    """GitHub gives up on an answer after 10 s: the processor reading an issue
+    again from a slow GitHub (inside its transaction) must not hold the next
+    delivery's acknowledgement. It did: the processor locked the source's row
+    FOR UPDATE, which the new Delivery's foreign key check (FOR KEY SHARE)
+    and the last-delivery time's UPDATE both waited for."""
+    github.edit(13, title="Filters: read again from a slow GitHub")
+    SyncedRecord.objects.filter(upstream_id="13").delete()  # never seen: the processor asks GitHub for it
+    Bug.objects.filter(key="SEAMONKEY-13").delete()
+    hooks.github(github, "issues", "edited", 13, SECRET).through(client)
+    reading, answer = threading.Event(), github.handle
+
+    def slow(request):
+        if request.path.endswith("/issues/13"):
+            reading.set()
+            time.sleep(3)
+        return answer(request)
+
+    github.handle = slow
+    processor = threading.Thread(target=processed_in_its_own_session)
+    processor.start()
+    assert reading.wait(10)
+    github.edit(21, title="Edited while the processor waits on GitHub")
+    began = time.monotonic()
+    second = hooks.github(github, "issues", "edited", 21, SECRET).through(client)
+    acknowledged = time.monotonic() - began
+    processor.join(30)
+
+    assert second.status_code == 202 and acknowledged < 1.5, acknowledged
+    assert Bug.objects.get(key="SEAMONKEY-13").title == "Filters: read again from a slow GitHub"
+    assert Source.objects.get().hook_received_at is not None
+    processed()
+    assert Bug.objects.get(key="SEAMONKEY-21").title == "Edited while the processor waits on GitHub"
+
+
+def processed_in_its_own_session() -> None:
+    try:
+        call_command("hooks", stdout=io.StringIO())
+    finally:
+        connections.close_all()
 
 
 def test_register_webhook_creates_the_repository_hook_once_and_updates_it_after(github):
