@@ -151,6 +151,8 @@ def add_error_responses(result, generator, request, public):
                     errors["403"] = "the user lacks the permission this write needs"
             if "{key}" in path:
                 errors["404"] = "no record with that key"
+            if "{run}" in path:
+                errors["404"] = "no run of that id of a product you can see (runs are kept TRIAGE_KEEP_DAYS)"
             if method == "delete":
                 errors["409"] = "other records still name this one"
             if method in ("post", "put", "patch"):

@@ -143,9 +143,10 @@ REFERENCES = {"product": "PRD-1", "feature": "FEAT-7", "test": "TEST-3"}
 
 @openapi.hook("flatmap_path_parameters")
 def stored_keys(context, path_parameters):
-    if not path_parameters:
+    segment = context.operation.path.split("/")[2]
+    if not path_parameters or segment not in KEYS:  # a run's id: only made-up ones
         return st.just(path_parameters)
-    stored = {**path_parameters, "key": KEYS[context.operation.path.split("/")[2]]}
+    stored = {**path_parameters, "key": KEYS[segment]}
     return st.sampled_from([stored, path_parameters])
 
 
