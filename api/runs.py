@@ -103,7 +103,12 @@ class RunsView(APIView):
 
 
 class RunView(APIView):
-    @extend_schema(summary="A stored run's triage", parameters=QUERY[2:], responses={200: OpenApiResponse(description=TRIAGE)}, tags=["triage"])
+    @extend_schema(
+        summary="A stored run's triage",
+        parameters=QUERY[2:],
+        responses={200: OpenApiResponse(description=TRIAGE)},
+        tags=["triage"],
+    )
     def get(self, request, run: int):
         params = {name: one_value(name, values) for name, values in request.query_params.lists()}
         return Response(service.call({**params, "run": run}, request.user))
@@ -119,5 +124,7 @@ class DecisionsView(APIView):
     )
     def post(self, request, run: int):
         if not isinstance(request.data, dict):
-            raise ValidationError('The body is a JSON object: {"signature": ..., "bug": "BUG-12", "decision": "confirmed"}.')
+            raise ValidationError(
+                'The body is a JSON object: {"signature": ..., "bug": "BUG-12", "decision": "confirmed"}.'
+            )
         return Response(service.decide(run, request.data, request.user))

@@ -25,7 +25,7 @@ import os
 import re
 import statistics
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
@@ -74,9 +74,15 @@ def thousand() -> bytes:
     """One report of 1,000 failures: the set's failing test cases, renamed on each repeat."""
     cases = []
     for path in sorted(SET.glob("run-*.xml")):
-        cases += re.findall(r"<testcase [^>]*>(?:(?!</testcase>).)*?(?:error|flakyFailure)(?:(?!</testcase>).)*</testcase>", path.read_text(), re.S)
-    picked = [re.sub(r'name="(\w+)"', lambda m: f'name="{m[1]}R{i // len(cases)}"', cases[i % len(cases)], count=1) for i in range(1000)]
-    return ("<testsuites><testsuite name=\"nightly\">" + "\n".join(picked) + "</testsuite></testsuites>").encode()
+        cases += re.findall(
+            r"<testcase [^>]*>(?:(?!</testcase>).)*?(?:error|flakyFailure)(?:(?!</testcase>).)*</testcase>",
+            path.read_text(),
+            re.S,
+        )
+    picked = [
+        re.sub(r'name="(\w+)"', rf'name="\1R{i // len(cases)}"', cases[i % len(cases)], count=1) for i in range(1000)
+    ]
+    return ('<testsuites><testsuite name="nightly">' + "\n".join(picked) + "</testsuite></testsuites>").encode()
 
 
 def main() -> None:
@@ -120,7 +126,11 @@ def main() -> None:
                 elif group.get("bug") and group["bug"] != expected:
                     decision = (group["bug"], "rejected")
                 if decision:
-                    service.decide(answer["run"], {"signature": group["signature"], "bug": decision[0], "decision": decision[1]}, None)
+                    service.decide(
+                        answer["run"],
+                        {"signature": group["signature"], "bug": decision[0], "decision": decision[1]},
+                        None,
+                    )
                     decided += 1
         again = scores([service.triage(path.read_bytes(), "HADOOP", None) for path in reports], judged)
         Decision.objects.all().delete()
@@ -132,13 +142,24 @@ def main() -> None:
             timed = service.triage(big, "HADOOP", None)
             times.append(time.perf_counter() - start)
     failures = sum(len(g["failures"]) for g in timed["groups"])
-    print(f"machine: {os.cpu_count()} cores; set: {before['known']} failures of indexed bugs, {before['held_out']} of held-out ones, {before['groups']} groups")
-    print(f"top-1 right {before['top1']:.3f}; new said for held-out {before['new']:.3f}; known called new {before['known_called_new']:.3f}")
+    print(
+        f"machine: {os.cpu_count()} cores; set: {before['known']} failures of indexed bugs, {before['held_out']} of held-out ones, {before['groups']} groups"
+    )
+    print(
+        f"top-1 right {before['top1']:.3f}; new said for held-out {before['new']:.3f}; known called new {before['known_called_new']:.3f}"
+    )
     print(f"groups pure {before['purity_groups']:.3f} (failures in pure groups {before['purity_failures']:.3f})")
-    print("top suggestion by band (right, wrong): " + ", ".join(f"{b} {bands[b, True]}/{bands[b, False]}" for b in ("high", "medium", "low")))
-    print(f"after {decided} decisions: top-1 {again['top1']:.3f}; new {again['new']:.3f}; known called new {again['known_called_new']:.3f}")
-    print(f"1,000-failure report ({failures} failures, {len(timed['groups'])} causes): median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}) over {args.rounds}")
+    print(
+        "top suggestion by band (right, wrong): "
+        + ", ".join(f"{b} {bands[b, True]}/{bands[b, False]}" for b in ("high", "medium", "low"))
+    )
+    print(
+        f"after {decided} decisions: top-1 {again['top1']:.3f}; new {again['new']:.3f}; known called new {again['known_called_new']:.3f}"
+    )
+    print(
+        f"1,000-failure report ({failures} failures, {len(timed['groups'])} causes): median {statistics.median(times):.2f} s "
+        f"(min {min(times):.2f}, max {max(times):.2f}) over {args.rounds}"
+    )
 
 
 if __name__ == "__main__":

@@ -305,7 +305,9 @@ def test_a_confirmed_link_comes_first_in_the_next_run_and_a_rejected_one_never(s
     npe = run["groups"][0]
     assert timeout["verdict"] == "new"
 
-    after = service.decide(run["run"], {"signature": timeout["signature"], "bug": "BUG-102", "decision": "confirmed"}, dana)
+    after = service.decide(
+        run["run"], {"signature": timeout["signature"], "bug": "BUG-102", "decision": "confirmed"}, dana
+    )
     service.decide(run["run"], {"signature": npe["signature"], "bug": "BUG-106", "decision": "rejected"}, dana)
 
     stored = groups_by_test(after)["com.tramline.passes.SeasonPassCacheTest.keepsAValidPass"]
@@ -334,8 +336,11 @@ def test_a_user_sees_no_bug_run_or_product_of_another_team(story, carol, dana):
     with pytest.raises(SearchError, match=f"no run {theirs['run']} of a product you can see"):
         service.call({"run": theirs["run"]}, carol)
     with pytest.raises(SearchError):
-        service.decide(theirs["run"], {"signature": theirs["groups"][0]["signature"], "bug": "BUG-130",
-                                       "decision": "confirmed"}, carol)
+        service.decide(
+            theirs["run"],
+            {"signature": theirs["groups"][0]["signature"], "bug": "BUG-130", "decision": "confirmed"},
+            carol,
+        )
 
 
 # -- hostile and broken files -----------------------------------------------------------------
@@ -360,14 +365,19 @@ EXTERNAL_ENTITY = b"""<?xml version="1.0"?>
     [
         (BILLION_LAUGHS, "line 2: the file declares a DTD or entities"),
         (EXTERNAL_ENTITY, "line 2: the file declares a DTD or entities"),
-        (b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="x">\n<testcase name="caf\xe9"/></testsuite>',
-         "line 3, column 20: not well-formed (invalid token) (the file is not UTF-8"),
+        (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="x">\n<testcase name="caf\xe9"/></testsuite>',
+            "line 3, column 20: not well-formed (invalid token) (the file is not UTF-8",
+        ),
         (b"<html><body>Build 812 failed</body></html>", "line 1: the root element is <html>, not <testsuites>"),
         (
             b'<testsuites>\n  <testsuite name="a">\n    <testcase classname="A"/>\n  </testsuite>\n</testsuites>',
             "line 3: a <testcase> without a name",
         ),
-        (b'{"tests": 3, "failures": 1}', "line 1, column 1: not well-formed (invalid token) (it does not start with <: is it XML at all?)"),
+        (
+            b'{"tests": 3, "failures": 1}',
+            "line 1, column 1: not well-formed (invalid token) (it does not start with <: is it XML at all?)",
+        ),
         (b"", "The report is empty"),
     ],
     ids=["billion-laughs", "external-entity", "invalid-utf8", "not-junit", "no-name", "json", "empty"],
@@ -396,7 +406,7 @@ def test_huge_outputs_are_read_to_their_cause_and_bounded(story, dana):
     log = "DEBUG a line of the test's own logging that goes on\n" * 200_000  # about 10 MB
     report = (
         '<testsuite name="big"><testcase classname="com.tramline.billing.RenewalServiceTest" name="renewsHuge">'
-        f"<error type=\"java.lang.NullPointerException\"><![CDATA[{RENEWAL_NPE.split(chr(10), 2)[2]}]]></error>"
+        f'<error type="java.lang.NullPointerException"><![CDATA[{RENEWAL_NPE.split(chr(10), 2)[2]}]]></error>'
         f"<system-out><![CDATA[{log}]]></system-out></testcase></testsuite>"
     )
 
@@ -437,7 +447,9 @@ def test_rest_the_command_the_mcp_tool_and_the_staff_page_answer_the_same_triage
     printed = io.StringIO()
     call_command("triage", str(FIXTURES / f"{runner}.xml"), "--product", "PRD-1", "--user", "dana", stdout=printed)
 
-    env = dict(os.environ, LOG_LEVEL="WARNING", SEARCH_RATE_LIMIT="off", EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"])
+    env = dict(
+        os.environ, LOG_LEVEL="WARNING", SEARCH_RATE_LIMIT="off", EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"]
+    )
     params = StdioServerParameters(
         command=sys.executable, args=["manage.py", "mcp", "--user", "dana"], cwd=str(FIXTURES.parents[2]), env=env
     )

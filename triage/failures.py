@@ -106,7 +106,7 @@ def read(case: Case) -> Reading:
 def _pytest_as_traceback(lines: list[str]) -> list[str]:
     """pytest's long report as Python prints a traceback (`File "x.py", line 3, in f`, the
     error last), which search.query.traces reads; any other text as it is."""
-    if not any(_PYTEST_PLACE.match(line) for line in lines) or not any(_PYTEST_ERROR.match(l) for l in lines):
+    if not any(_PYTEST_PLACE.match(line) for line in lines) or not any(_PYTEST_ERROR.match(line) for line in lines):
         return lines
     frames, errors, function = ["Traceback (most recent call last):"], [], ""
     for line in lines:

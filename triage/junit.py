@@ -113,7 +113,7 @@ def _parse(data: bytes | str) -> tuple[ET.Element, dict[int, int]]:
         line, column = error.position
         reason = str(error).split(":", 1)[0]
         hint = ""
-        if not (data.lstrip()[:1] in ("<", b"<")):
+        if data.lstrip()[:1] not in ("<", b"<"):
             hint = " (it does not start with <: is it XML at all?)"
         elif isinstance(data, bytes) and "invalid token" in reason and not _utf8(data):
             hint = " (the file is not UTF-8, or not what its declaration says)"

@@ -46,6 +46,9 @@ class Failure(models.Model):
     class Meta:
         indexes = [models.Index(fields=["test", "run"], name="triage_failure_test_run")]
 
+    def __str__(self):
+        return f"{self.test} in run {self.run_id}"
+
 
 class Decision(models.Model):
     CONFIRMED, REJECTED = "confirmed", "rejected"
@@ -62,3 +65,6 @@ class Decision(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["product", "signature", "bug"], name="triage_decision_once"),
         ]
+
+    def __str__(self):
+        return f"{self.decision} {self.bug_id} for {self.signature}"

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from backlog import access
 from backlog.models import Bug, Product, QATest
-from search.contract.budget import fit
 from search.contract import NotFound, SearchError
+from search.contract.budget import fit
 from search.service import parse
 
 from . import failures, junit, matching
@@ -53,7 +53,12 @@ DRAFT_CHARS = 3000  # of a draft's description: a URL carries it to the report f
 
 
 def call(
-    params: Mapping[str, Any], user=None, *, data: bytes | None = None, name: str = "", default_tokens: int | None = None
+    params: Mapping[str, Any],
+    user=None,
+    *,
+    data: bytes | None = None,
+    name: str = "",
+    default_tokens: int | None = None,
 ) -> dict:
     """The triage_run operation: `junit` (the report's text; or `data`, its bytes, as
     uploaded) with `product`, or `run` (a stored run's id); at most `max_tokens`
@@ -172,7 +177,9 @@ def within(answer: dict, max_tokens: int | None) -> dict:
 def _product(key: str, user) -> Product:
     found = access.visible(Product.objects.filter(key__iexact=key), user).first()
     if found is None:
-        raise NotFound(f"product: no product you can see has the key {key!r}; give the key of the product the run tested.")
+        raise NotFound(
+            f"product: no product you can see has the key {key!r}; give the key of the product the run tested."
+        )
     return found
 
 
@@ -182,7 +189,9 @@ def _run(run_id: int, user, lock: bool = False) -> Run:
         runs = runs.select_for_update(of=("self",))
     found = runs.filter(pk=run_id).first()
     if found is None:
-        raise NotFound(f"run: no run {run_id} of a product you can see; runs are kept {settings.TRIAGE_KEEP_DAYS} days.")
+        raise NotFound(
+            f"run: no run {run_id} of a product you can see; runs are kept {settings.TRIAGE_KEEP_DAYS} days."
+        )
     return found
 
 
@@ -312,7 +321,9 @@ def _answer(run, product, readings, groups, matched, tests, history) -> TriageRe
                 verdict="known" if verdict else "new",
                 bug=verdict[0].key if verdict else None,
                 band=verdict[0].band if verdict else None,
-                suggestions=[_suggestion(m) for m in matches if m.confidence >= matching.SUGGEST_FROM][: matching.SHOWN],
+                suggestions=[_suggestion(m) for m in matches if m.confidence >= matching.SUGGEST_FROM][
+                    : matching.SHOWN
+                ],
                 failures=[_failed(case, tests, history) for case in members],
                 first_seen=first_seen,
                 runs_seen=runs_seen,

@@ -73,7 +73,10 @@ def printed(exception: str, frames: list[str], test: str, style: int, rng: rando
     test_frame = f"at {test}(Test.java:{rng.randint(30, 400)})"
     if style == 1:  # a thread's uncaught exception, a log line above
         stamp = f"2026-03-{rng.randint(10, 28)} 02:{rng.randint(10, 59)}:{rng.randint(10, 59)},{rng.randint(100, 999)}"
-        head = [f"{stamp} WARN  [{rng.choice(THREADS)}] test.Harness - a worker failed", f'Exception in thread "{rng.choice(THREADS)}" {exception}']
+        head = [
+            f"{stamp} WARN  [{rng.choice(THREADS)}] test.Harness - a worker failed",
+            f'Exception in thread "{rng.choice(THREADS)}" {exception}',
+        ]
         return "\n".join(head + [f"\t{f}" for f in own + [test_frame] + RUNNER])
     if style == 2:  # seen through a Future
         wrapper = [
@@ -84,7 +87,11 @@ def printed(exception: str, frames: list[str], test: str, style: int, rng: rando
             *(f"\t{f}" for f in RUNNER),
             f"Caused by: {exception}",
         ]
-        return "\n".join(wrapper + [f"\t{f}" for f in own] + ["\tat java.util.concurrent.FutureTask.run(FutureTask.java:266)", "\t... 12 more"])
+        return "\n".join(
+            wrapper
+            + [f"\t{f}" for f in own]
+            + ["\tat java.util.concurrent.FutureTask.run(FutureTask.java:266)", "\t... 12 more"]
+        )
     return "\n".join([exception] + [f"\t{f}" for f in own + [test_frame] + RUNNER])
 
 
@@ -95,7 +102,9 @@ def build(source: Path, out: Path) -> dict:
     keys = sorted(traced)
     held = set(rng.sample(keys, round(len(keys) * HELD_OUT)))
     corpus = [r for r in records if r["key"] not in held]
-    corpus_frames = [set(names([f[0] for f in FRAME.finditer(r.get("description") or "")])) for r in corpus if r["kind"] == "bug"]
+    corpus_frames = [
+        set(names([f[0] for f in FRAME.finditer(r.get("description") or "")])) for r in corpus if r["kind"] == "bug"
+    ]
     ambiguous = {k for k in held if any(len(set(names(traced[k][1][:5])) & frames) >= 3 for frames in corpus_frames)}
     out.mkdir(parents=True, exist_ok=True)
     with (out / "records.jsonl").open("w", encoding="utf-8") as written:
@@ -130,7 +139,9 @@ def build(source: Path, out: Path) -> dict:
             cases.append(f'<testcase name="testPasses{n}" classname="{suite_class}" time="0.01"/>')
             counts["passing"] += 1
         counts["known" if answer != "new" else "new"] += 1
-        suites[index % REPORTS].append([f'<testsuite name="{suite_class}" tests="{len(cases)}">', *cases, "</testsuite>"])
+        suites[index % REPORTS].append(
+            [f'<testsuite name="{suite_class}" tests="{len(cases)}">', *cases, "</testsuite>"]
+        )
     for number, members in enumerate(suites):
         lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<testsuites>"]
         if number % 2:  # nested, as some aggregators write them

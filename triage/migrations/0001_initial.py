@@ -6,67 +6,117 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('backlog', '0005_bug_duplicate_of'),
+        ("backlog", "0005_bug_duplicate_of"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, help_text="the uploaded file's name", max_length=255)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('tests', models.PositiveIntegerField(default=0)),
-                ('passed', models.PositiveIntegerField(default=0)),
-                ('failed', models.PositiveIntegerField(default=0)),
-                ('skipped', models.PositiveIntegerField(default=0)),
-                ('flaky', models.PositiveIntegerField(default=0)),
-                ('answer', models.JSONField(default=dict)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('product', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='triage_runs', to='backlog.product')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(blank=True, help_text="the uploaded file's name", max_length=255)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                ("tests", models.PositiveIntegerField(default=0)),
+                ("passed", models.PositiveIntegerField(default=0)),
+                ("failed", models.PositiveIntegerField(default=0)),
+                ("skipped", models.PositiveIntegerField(default=0)),
+                ("flaky", models.PositiveIntegerField(default=0)),
+                ("answer", models.JSONField(default=dict)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "product",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="triage_runs", to="backlog.product"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Failure',
+            name="Failure",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('test', models.CharField(max_length=1000)),
-                ('signature', models.CharField(db_index=True, max_length=16)),
-                ('outcome', models.CharField(max_length=16)),
-                ('flaky', models.BooleanField(default=False)),
-                ('band', models.CharField(blank=True, max_length=8)),
-                ('bug', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='backlog.bug')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='failures', to='triage.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("test", models.CharField(max_length=1000)),
+                ("signature", models.CharField(db_index=True, max_length=16)),
+                ("outcome", models.CharField(max_length=16)),
+                ("flaky", models.BooleanField(default=False)),
+                ("band", models.CharField(blank=True, max_length=8)),
+                (
+                    "bug",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="backlog.bug",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="failures", to="triage.run"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Decision',
+            name="Decision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('signature', models.CharField(max_length=16)),
-                ('decision', models.CharField(choices=[('confirmed', 'confirmed'), ('rejected', 'rejected')], max_length=16)),
-                ('decided_at', models.DateTimeField()),
-                ('bug', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='triage_decisions', to='backlog.bug')),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('product', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='backlog.product')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='triage.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("signature", models.CharField(max_length=16)),
+                (
+                    "decision",
+                    models.CharField(choices=[("confirmed", "confirmed"), ("rejected", "rejected")], max_length=16),
+                ),
+                ("decided_at", models.DateTimeField()),
+                (
+                    "bug",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="triage_decisions", to="backlog.bug"
+                    ),
+                ),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "product",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="backlog.product"
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="triage.run",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['product', '-created_at'], name='triage_run_product_recent'),
+            model_name="run",
+            index=models.Index(fields=["product", "-created_at"], name="triage_run_product_recent"),
         ),
         migrations.AddIndex(
-            model_name='failure',
-            index=models.Index(fields=['test', 'run'], name='triage_failure_test_run'),
+            model_name="failure",
+            index=models.Index(fields=["test", "run"], name="triage_failure_test_run"),
         ),
         migrations.AddConstraint(
-            model_name='decision',
-            constraint=models.UniqueConstraint(fields=('product', 'signature', 'bug'), name='triage_decision_once'),
+            model_name="decision",
+            constraint=models.UniqueConstraint(fields=("product", "signature", "bug"), name="triage_decision_once"),
         ),
     ]
