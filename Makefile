@@ -69,7 +69,7 @@ pool-check: install-dev system-packages
 # The screenshots docs/ shows, taken anew by the browser tests (a plain `make test`
 # writes its screenshots to artifacts/ only, and leaves the checkout clean).
 screenshots: install-dev system-packages
-	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_duplicates_browser.py tests/test_connector_browser.py
+	UPDATE_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_ui_browser.py tests/test_duplicates_browser.py tests/test_connector_browser.py
 
 bench: install-dev
 	$(BIN)/python bench/import_bench.py

@@ -2,12 +2,7 @@
 report form and the admin's add-bug form, typed into by keyboard, under the
 site's Content-Security-Policy (the fixtures of test_ui_browser.py)."""
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
@@ -15,11 +10,9 @@ from backlog.models import Bug
 from backlog.services import import_records
 
 from .conftest import jsonl
-from .test_ui_browser import SCREENSHOTS, alice, browser, close, corpus, log_in, new_page, page, screenshot  # noqa: F401
+from .test_ui_browser import alice, browser, close, corpus, docs_screenshot, log_in, new_page, page, screenshot  # noqa: F401
 
 pytestmark = pytest.mark.slow
-
-DOCS_SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
 
 
 @pytest.fixture
@@ -48,9 +41,7 @@ def test_the_report_form_lists_likely_duplicates_as_the_title_is_typed_and_links
     page.locator("#id_steps").fill("Open Passes\nTap Renew")
     page.locator("#id_actual_result").fill("Nothing happens, no spinner")
     page.wait_for_timeout(900)  # the panel follows the text too
-    screenshot(page, "report-bug", full_page=False)
-    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):  # `make screenshots`; a plain run leaves the checkout clean
-        shutil.copy(SCREENSHOTS / "report-bug.png", DOCS_SCREENSHOTS / "report-bug.png")
+    docs_screenshot(page, "report-bug", full_page=False)
 
     # Keyboard only: from the last field, Tab reaches the first candidate's "Duplicate of" button.
     page.locator("#id_environment").focus()
@@ -75,7 +66,8 @@ def feature_options(tab) -> list[str]:
 
 def test_the_feature_list_follows_the_product_as_it_is_chosen(reporter):
     page = reporter  # noqa: F811
-    assert import_records(jsonl({"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}).splitlines())
+    reminders = {"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}
+    assert import_records(jsonl(reminders).splitlines()).written
     page.goto("/bugs/new/")
 
     # Nothing chosen: every product's features, under the product's name.

@@ -100,7 +100,8 @@ def test_an_invalid_report_keeps_what_was_typed_and_says_what_to_fix(as_reporter
 
 def test_the_feature_list_follows_the_chosen_product(as_reporter):
     # Ledgerly has two features; Tramline one.
-    assert import_records(jsonl({"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}).splitlines())
+    reminders = {"kind": "feature", "key": "FEAT-10", "product": "PRD-2", "name": "Reminders"}
+    assert import_records(jsonl(reminders).splitlines()).written
 
     unchosen = as_reporter.get("/bugs/new/").content.decode()
     tramline = as_reporter.post("/bugs/new/", {**DRAFT, "action": "check"}).content.decode()

@@ -152,6 +152,40 @@ def screenshot(page, name: str, full_page: bool = True):
     page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=full_page)
 
 
+DOCS_SCREENSHOTS = Path(settings.BASE_DIR) / "docs" / "screenshots"
+# The headings a screenshot shows: visible, and inside the viewport (or the element) it was taken of.
+SHOWN_HEADINGS = """([element, wholePage]) => {
+  const frame = element ? element.getBoundingClientRect() : {top: 0, bottom: innerHeight, left: 0, right: innerWidth};
+  return Array.from((element || document).querySelectorAll("h1, h2, h3, h4")).filter(heading => {
+    const box = heading.getBoundingClientRect();
+    if (!box.width || !box.height || getComputedStyle(heading).visibility === "hidden") return false;
+    const inside = box.left < frame.right && box.right > frame.left;
+    return inside && (wholePage && !element || (box.top < frame.bottom && box.bottom > frame.top));
+  }).map(heading => heading.innerText.replace(/\\s+/g, " ").trim()).filter(text => text);
+}"""
+
+
+def docs_screenshot(page, name: str, full_page: bool = True, element=None):
+    """A screenshot docs/ shows, and the sections it shows (its headings, numbers aside: counts
+    and keys come and go with the data, a section with its page) beside it, in
+    docs/screenshots/<name>.sections. `make screenshots` (UPDATE_DOCS_SCREENSHOTS) takes both
+    anew; any other run fails when the page's sections are no longer the screenshot's, so a
+    page that changed cannot leave docs/ showing the page it was."""
+    path = SCREENSHOTS / f"{name}.png"
+    (element or page).screenshot(path=path, **({} if element else {"full_page": full_page}))
+    handle = element.element_handle() if element else None
+    shown = [re.sub(r"\d+", "#", heading) for heading in page.evaluate(SHOWN_HEADINGS, [handle, full_page])]
+    recorded = DOCS_SCREENSHOTS / f"{name}.sections"
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS"):  # `make screenshots`; a plain run leaves the checkout clean
+        shutil.copy(path, DOCS_SCREENSHOTS / f"{name}.png")
+        recorded.write_text("".join(f"{heading}\n" for heading in shown), encoding="utf-8")
+        return
+    assert recorded.is_file(), f"{recorded} is missing: run `make screenshots`"
+    assert shown == recorded.read_text(encoding="utf-8").splitlines(), (
+        f"the page's sections are no longer those docs/screenshots/{name}.png shows: run `make screenshots`"
+    )
+
+
 # -- search ---------------------------------------------------------------------------------------
 
 
@@ -173,7 +207,7 @@ def test_alice_logs_in_types_and_sees_ranked_results(page, alice, corpus):
     assert expected[0] == "FEAT-7"  # the exact title first
     expect(page.locator(".result mark").first).to_be_visible()
     expect(page.get_by_role("status")).to_have_text(re.compile(r"^\d+ results?$"))
-    screenshot(page, "search", full_page=False)
+    docs_screenshot(page, "search", full_page=False)
 
 
 def test_a_facet_filters_and_the_cursor_pages(as_alice):
@@ -217,7 +251,7 @@ def test_fields_typed_in_the_query_are_chips_the_keyboard_removes(as_alice):
     assert [f["token"] for f in expected["filters"]] == ["status:fixed", "severity:medium,low"]
     assert shown_keys(page) == [hit["key"] for hit in expected["results"]]
     expect(page.locator(".result .status-fixed")).to_have_count(len(expected["results"]))
-    screenshot(page, "search-chips", full_page=False)
+    docs_screenshot(page, "search-chips", full_page=False)
 
     # From the search box, Tab reaches the chip; Enter takes its field out of the query and searches again.
     page.get_by_label("Search QA knowledge").focus()
@@ -271,7 +305,7 @@ def test_alice_opens_a_bug_and_sees_its_likely_duplicates(as_alice):
     expect(page.locator("#duplicates li").first).to_contain_text("BUG-20 Renewal button unresponsive on Android 14")
     expect(page.locator(".raw-data")).to_contain_text('"reporter": "dana"')
     expect(page.locator(".details")).to_contain_text("TEST-3 Renew an expired pass with a saved card")
-    screenshot(page, "record-bug")
+    docs_screenshot(page, "record-bug")
 
     page.locator(".details").get_by_role("link", name="FEAT-7 Season pass renewal").click()
 
@@ -523,7 +557,7 @@ def test_focused_accessibility_checks(as_alice):
     fill = page.locator(".chart .tick").first.evaluate("el => getComputedStyle(el).fill")
     muted = page.locator(".big-figure span").evaluate("el => getComputedStyle(el).color")
     assert fill == muted  # the axis labels use the muted text colour checked above
-    screenshot(page, "dashboard")
+    docs_screenshot(page, "dashboard")
 
     # Focus order: skip link, the header, the search box, then the filters, then the results.
     page.goto("/search/?query=renewal")
@@ -609,7 +643,7 @@ def test_on_a_phone_the_header_is_two_rows_and_results_start_on_the_first_screen
         assert header["height"] < 3 * line + 8, header  # two rows: brand and log out, then the sections
         assert first["y"] + 60 < 844, first  # the first result starts on the first screen
         assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing scrolls sideways
-        screenshot(page, "search-phone", full_page=False)
+        docs_screenshot(page, "search-phone", full_page=False)
     finally:
         close(page)
 

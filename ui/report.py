@@ -46,7 +46,8 @@ class ReportForm(forms.Form):
         super().__init__(*args, **kwargs)
         products = access.visible(Product.objects.order_by("name"), user)
         self.fields["product"].queryset = products
-        features = Feature.objects.filter(product__in=products).select_related("product").order_by("product__name", "name", "key")
+        features = Feature.objects.filter(product__in=products).select_related("product")
+        features = features.order_by("product__name", "name", "key")
         self.fields["feature"].queryset = features  # what may be chosen: clean() says when it is another product's
         # What is offered follows the product: its own features once it is chosen (a page load
         # without script, after "Check for duplicates"; report.js as it changes), each
