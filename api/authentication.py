@@ -8,6 +8,7 @@ one header works on both surfaces. A read-only token may read; the views
 that write (records, import) also ask `TokenMayWrite`.
 """
 
+import pghistory
 from rest_framework import authentication, exceptions, permissions
 
 from accounts import tokens
@@ -34,6 +35,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
         token = tokens.check(key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
+        pghistory.context(token=f"{token.name} ({token.prefix}…)")  # the audit trail's, for a write
         return token.user, token
 
     def authenticate_header(self, request):

@@ -17,6 +17,7 @@ circle. A cluster of duplicates is an original and every bug whose chain of
 link table).
 """
 
+import pghistory
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.core.exceptions import ValidationError
@@ -155,6 +156,22 @@ class NamedRecord(Record):
         constraints = [unique_key("%(class)s")]
 
 
+# The audit trail (backlog/audit.py, docs/access.md): every insert, change and
+# deletion of a record, by a trigger (so the importer's bulk upserts too), with
+# who, through which surface and when; the event tables refuse UPDATE and
+# DELETE (append_only), to everyone until the tables' owner drops the trigger.
+# A bug's fields derived from raw_data are left out: raw_data holds them.
+def audited(*exclude: str):
+    return pghistory.track(
+        pghistory.InsertEvent(),
+        pghistory.UpdateEvent(),
+        pghistory.DeleteEvent(),
+        exclude=list(exclude) or None,
+        append_only=True,
+    )
+
+
+@audited()
 class Product(NamedRecord):
     """A product, and the teams that work on it (backlog.access: a user sees and
     changes the records of their teams' products). A team is a Django group,
@@ -173,6 +190,7 @@ class Product(NamedRecord):
         permissions = [("access_all_products", "Can see and change the records of every product")]
 
 
+@audited()
 class Feature(NamedRecord):
     KIND = "feature"
 
@@ -196,6 +214,7 @@ class Feature(NamedRecord):
             )
 
 
+@audited()
 class QATest(Record):
     """A test case. Not called `Test` so that pytest never collects it."""
 
@@ -216,6 +235,7 @@ class QATest(Record):
         indexes = [title_trigram_index("title", "test_title_trgm")]
 
 
+@audited("actual_result", "expected_result", "steps", "environment")
 class Bug(Record):
     KIND = "bug"
 

@@ -104,6 +104,9 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "config",  # the database's system checks and the cache table's migration
     "runtime",  # the embedded PostgreSQL, the replica router and `serve`
+    "pgtrigger",
+    "pghistory",
+    "pghistory.admin",
     "backlog",
     "search",
     "rest_framework",
@@ -140,6 +143,10 @@ OIDC_PROVIDER_NAME = envstr("OIDC_PROVIDER_NAME", "your company's sign-in")
 OIDC_SESSION_SECONDS = envint("OIDC_SESSION_SECONDS", 8 * 3600)
 LOCAL_PASSWORDS = envbool("LOCAL_PASSWORDS", True)
 
+# The audit trail (backlog/audit.py): pghistory's events admin, for those who see every product.
+PGHISTORY_ADMIN_CLASS = "backlog.audit_admin.AuditAdmin"
+PGHISTORY_ADMIN_LIST_DISPLAY = ["pgh_created_at", "pgh_label", "pgh_obj_model", "pgh_obj_id", "pgh_diff", "pgh_context"]
+
 MIDDLEWARE = [
     "config.middleware.RequestLineLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -153,6 +160,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "accounts.oidc.SessionRefresh",
+    "backlog.audit.AuditMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

@@ -42,6 +42,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from backlog.audit import surface
 from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
 from backlog.models import Product
 
@@ -312,7 +313,7 @@ def process_next(connectors: _Connectors) -> bool:
             return False
         delivery.attempts += 1
         try:
-            with transaction.atomic():
+            with transaction.atomic(), surface("webhook", source=delivery.source.name, delivery=delivery.delivery_id):
                 status, outcome = _apply(delivery, connectors)
         except (UpstreamError, SyncError, DatabaseError, *UNREADABLE) as exc:
             logger.warning("webhook delivery %s of %s: %s", delivery.delivery_id, delivery.source, exc)

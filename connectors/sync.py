@@ -44,6 +44,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Upper
 from django.utils import timezone
 
+from backlog.audit import surface
 from backlog.interchange import dumps
 from backlog.models import Bug, Product, QATest
 from backlog.services import DATABASE_REFUSED, export_selected, import_records, no_progress, stored_by_key
@@ -127,7 +128,7 @@ def run(
     not only what changed since the checkpoint. `allow_mass_delete`: let a
     sweep delete more than SYNC_SWEEP_MAX_SHARE of the source's records.
     """
-    with _exclusive(source):
+    with _exclusive(source), surface("sync", source=source.name):
         started = time.monotonic()
         sync_run = SyncRun.objects.create(source=source)
         tally = _Tally()

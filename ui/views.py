@@ -12,7 +12,9 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
+from backlog import audit
 from backlog.access import sees_all_products
+from backlog.models import RECORD_MODELS
 from connectors.models import history as sync_history
 from search import service
 from search.contract import NotFound, SearchError
@@ -94,6 +96,8 @@ def record(request, key):
         "duplicates": duplicates,
         "similar": similar,
         "timeline": timeline,
+        # Its changes from the audit trail: the record is one this user sees (`get` answered it).
+        "history": audit.history(RECORD_MODELS[record["kind"]].objects.get(key=record["key"])),
         **split_related(record["related"]),
     }
     return render(request, "ui/record.html", context)

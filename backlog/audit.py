@@ -1,0 +1,90 @@
+"""The audit trail: who changed which record, what changed, when, through which surface.
+
+django-pghistory's triggers write an event for every insert, update (of a
+field that changed) and delete of a product, feature, test or bug, whatever
+wrote it: the ORM, the importer's bulk upserts, a sync, raw SQL. Its
+context (a row per request, command or sync, joined to each event) says who
+and through what:
+
+- `AuditMiddleware`: each write request, with its user (DRF's token users
+  too, once DRF sets them) and its surface from the path: admin, REST,
+  import (REST), webhook, UI;
+- `surface()` around a command, a sync, a webhook delivery: "import",
+  "sync", "webhook", with the source's name.
+
+The event tables refuse UPDATE and DELETE (append_only): history is never
+rewritten by the app; the tables' owner may still drop that trigger.
+"""
+
+from pghistory import context
+from pghistory.middleware import HistoryMiddleware
+
+SURFACES = [("/admin/", "admin"), ("/api/import", "import (REST)"), ("/api/", "REST"), ("/hooks/", "webhook")]
+
+
+class AuditMiddleware(HistoryMiddleware):
+    def get_context(self, request):
+        found = next((name for prefix, name in SURFACES if request.path.startswith(prefix)), "UI")
+        return {**super().get_context(request), "surface": found}
+
+
+def surface(name: str, **more):
+    """The context of writes made outside a request: `with surface("sync", source=...)`."""
+    return context(surface=name, **more)
+
+
+# A relation's column in a diff, and what the page calls it (its value shown as the record's key).
+RELATIONS = {"product_id": "product", "feature_id": "feature", "test_id": "test", "duplicate_of_id": "duplicate_of"}
+
+
+def _keys_of(events) -> dict:
+    """(relation column, id) -> key of the records the relations in `events`' diffs name."""
+    from .models import Bug, Feature, Product, QATest
+
+    models = {"product_id": Product, "feature_id": Feature, "test_id": QATest, "duplicate_of_id": Bug}
+    wanted: dict[str, set] = {}
+    for event in events:
+        for name, change in (event.pgh_diff or {}).items():
+            if name in models:
+                wanted.setdefault(name, set()).update(v for v in change if isinstance(v, int))
+    return {
+        (name, pk): key
+        for name, ids in wanted.items()
+        for pk, key in models[name].objects.filter(pk__in=ids).values_list("pk", "key")
+    }
+
+
+def history(record) -> list[dict]:
+    """A record's events, oldest first: when, what (insert, update, delete), who, how, and the fields changed
+    (before and after)."""
+    from django.contrib.auth import get_user_model
+    from pghistory.models import Events
+
+    events = list(Events.objects.tracks(record).order_by("pgh_created_at", "pgh_id"))
+    users = dict(
+        get_user_model()
+        .objects.filter(pk__in={e.pgh_context.get("user") for e in events if e.pgh_context})
+        .values_list("pk", "username")
+    )
+    keys = _keys_of(events)
+    rows = []
+    for event in events:
+        meta = event.pgh_context or {}
+        diff = {}
+        for name, (before, after) in (event.pgh_diff or {}).items():
+            if name == "updated_at" and len(event.pgh_diff) > 1:
+                continue  # said by the event's own time
+            if name in RELATIONS:
+                name, before, after = RELATIONS[name], keys.get((name, before), before), keys.get((name, after), after)
+            diff[name] = (before, after)
+        rows.append(
+            {
+                "at": event.pgh_created_at,
+                "what": event.pgh_label,
+                "who": users.get(meta.get("user")) or meta.get("source") or meta.get("command") or "",
+                "token": meta.get("token", ""),
+                "surface": meta.get("surface", "a command" if not meta else ""),
+                "changed": diff,
+            }
+        )
+    return rows

@@ -1,0 +1,32 @@
+"""The audit trail in the admin (PGHISTORY_ADMIN_CLASS): pghistory's events,
+filtered by surface too, shown only to those who see every product (the trail
+holds every product's changes)."""
+
+from django.contrib import admin
+from pghistory.admin import EventsAdmin
+
+from .access import sees_all_products
+
+SURFACES = ("admin", "REST", "import (REST)", "UI", "webhook", "sync", "import", "seed_demo")
+
+
+class SurfaceFilter(admin.SimpleListFilter):
+    title = "surface"
+    parameter_name = "surface"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in SURFACES]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(pgh_context__surface=self.value()) if self.value() else queryset
+
+
+class AuditAdmin(EventsAdmin):
+    def get_list_filter(self, request):
+        return [*super().get_list_filter(request), SurfaceFilter]
+
+    def has_module_permission(self, request):
+        return sees_all_products(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return sees_all_products(request.user) and super().has_view_permission(request, obj)

@@ -1,0 +1,105 @@
+"""The audit trail: every change of a record, with who made it, through which surface and when.
+
+The story: BUG-12 is imported from a file, a curator corrects its severity in
+the admin, a script with a token changes its title over REST, the team's Jira
+sync and then a webhook rewrite it, and someone deletes a test. The bug's page
+shows each change, before and after, with who and how; the admin filters
+the whole trail; nobody can rewrite it.
+"""
+
+import io
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
+from pghistory.models import Events
+
+from backlog import audit
+from backlog.models import Bug, QATest
+from backlog.services import import_records
+
+from .conftest import TRAMLINE, client_with_token, jsonl, seeing_all_products
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def story(tmp_path):
+    path = tmp_path / "tramline.jsonl"
+    path.write_text(jsonl(*TRAMLINE))
+    call_command("import_records", str(path), "--no-progress", stdout=io.StringIO())
+    return Bug.objects.get(key="BUG-12")
+
+
+def curator(name: str) -> User:
+    user = seeing_all_products(User.objects.create_user(name, password="a-long-passphrase", is_staff=True))
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["change_bug", "view_bug", "delete_qatest"]))
+    return user
+
+
+def test_each_change_says_who_through_which_surface_and_what_changed(story, client):
+    rosa = curator("rosa")
+    client.force_login(rosa)
+    form = client.get(f"/admin/backlog/bug/{story.pk}/change/").context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None}
+    data.update({"severity": "critical", "product": story.product_id, "raw_data": '{"steps": "Open a pass"}'})
+    for name in ("feature", "test", "duplicate_of"):
+        data[name] = data.get(name) or ""
+    saved = client.post(f"/admin/backlog/bug/{story.pk}/change/", data)
+    assert saved.status_code == 302, saved.context["adminform"].errors if saved.context else saved
+    script = client_with_token(curator("sam"))
+    assert script.patch("/api/bugs/BUG-12", {"title": "Renewal spins forever"}, format="json").status_code == 200
+
+    history = audit.history(Bug.objects.get(key="BUG-12"))
+
+    assert [(e["what"], e["surface"]) for e in history] == [
+        ("insert", "import"),
+        ("update", "admin"),
+        ("update", "REST"),
+    ]
+    imported, by_admin, by_rest = history
+    assert imported["who"] == "import_records"
+    assert by_admin["who"] == "rosa" and by_admin["changed"]["severity"] == (story.severity, "critical")
+    assert by_rest["who"] == "sam" and by_rest["token"].startswith("a test's token (qas_")
+    assert by_rest["changed"]["title"] == (story.title, "Renewal spins forever")
+
+    page = client.get("/records/BUG-12/").content.decode()
+    section = page.split('id="history"')[1].split("</section>")[0]
+    assert section.index("through REST") < section.index("through admin") < section.index("through import")
+    assert "Renewal spins forever" in section and "critical" in section and "by sam" in section
+
+
+def test_a_reimport_of_the_same_records_writes_no_event(story, tmp_path):
+    before = Events.objects.tracks(story).count()
+    assert not import_records(jsonl(*TRAMLINE).splitlines()).problems
+    assert Events.objects.tracks(Bug.objects.get(key="BUG-12")).count() == before
+
+
+def test_a_deletion_is_kept_with_the_record_as_it_was_and_the_trail_is_append_only(story, client):
+    test = QATest.objects.get(key="TEST-3")
+    client.force_login(curator("dora"))
+    client.post(f"/admin/backlog/qatest/{test.pk}/delete/", {"post": "yes"})
+
+    gone = Events.objects.filter(pgh_obj_model="backlog.QATest", pgh_obj_id=str(test.pk), pgh_label="delete").get()
+    assert gone.pgh_data["key"] == "TEST-3" and gone.pgh_context["user"] == User.objects.get(username="dora").pk
+
+    for statement in ("UPDATE backlog_bugevent SET title = 'rewritten'", "DELETE FROM backlog_bugevent"):
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+    assert Events.objects.tracks(story).filter(pgh_label="insert").exists()
+
+
+def test_the_admin_filters_the_trail_by_surface_and_shows_it_only_to_those_who_see_every_product(story, client):
+    admin = User.objects.create_superuser("root", "root@example.com", "a-long-passphrase")
+    client.force_login(admin)
+    by_import = client.get("/admin/pghistory/events/", {"surface": "import"})
+    by_admin = client.get("/admin/pghistory/events/", {"surface": "admin"})
+    imported = Events.objects.filter(pgh_context__surface="import").count()
+    assert by_import.status_code == 200 and by_import.context["cl"].result_count == imported == len(TRAMLINE)
+    assert by_admin.context["cl"].result_count == 0
+
+    team_member = User.objects.create_user("tess", is_staff=True)
+    team_member.user_permissions.add(Permission.objects.get(codename="view_events"))
+    client.force_login(team_member)
+    assert client.get("/admin/pghistory/events/").status_code == 403
