@@ -62,6 +62,8 @@ REQUESTS = {
     "similar-full": "/api/similar/BUG-12?mode=keyword&detail=full&limit=2",
     "similar-keyword": "/api/similar/BUG-12?mode=keyword",
     "get-with-related": "/api/records?keys=BUG-12,FEAT-7,NOPE-1",
+    "get-concise": "/api/records?keys=BUG-12,BUG-13,FEAT-7,PRD-1&detail=concise",
+    "get-concise-with-fields": "/api/records?keys=BUG-13&fields=raw_data,actual_result",
     "get-within-max-tokens": "/api/records?keys=TEST-3,BUG-12,FEAT-7&include_related=false&max_tokens=400",
     "timeline": "/api/timeline/BUG-12",
     "error-short-query": "/api/search?query=x",

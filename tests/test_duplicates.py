@@ -48,16 +48,34 @@ def test_a_reworded_draft_finds_both_reports_of_its_defect_first_and_writes_noth
         description="The PDF export shows a different tax total than the screen",
     )
 
+    full = check(
+        title="Wrong VAT amount on the exported invoice",
+        description="The PDF export shows a different tax total than the screen",
+        detail="full",
+    )
+
     assert body["mode"] == "hybrid"
     assert keys(body)[:2] in (["BUG-4", "BUG-5"], ["BUG-5", "BUG-4"])
-    assert all(hit["kind"] == "bug" for hit in body["results"])  # the test and the feature are not candidates
-    first = body["results"][0]
+    assert all(hit["kind"] == "bug" for hit in full["results"])  # the test and the feature are not candidates
+    first = full["results"][0]
     assert {"vat", "invoice"} & set(first["why"]["shared_words"])
     assert 0 < first["why"]["semantic_similarity"] <= 1
-    assert [hit["rank"] for hit in body["results"]] == list(range(1, len(body["results"]) + 1))
+    assert [hit["rank"] for hit in full["results"]] == list(range(1, len(body["results"]) + 1))
     confidences = [hit["confidence"] for hit in body["results"]]
     assert confidences[0] > confidences[-1]
     assert table_sizes() == before
+
+
+def test_a_concise_candidate_holds_what_deciding_needs_and_full_the_rest(embedded):
+    draft = {"title": "Wrong VAT amount on the exported invoice", "description": "The PDF export shows the wrong tax"}
+    concise, full = check(**draft)["results"], check(**draft, detail="full")["results"]
+
+    assert [hit["key"] for hit in concise] == [hit["key"] for hit in full]  # the same ranking
+    assert set(concise[0]) <= {"key", "title", "product", "status", "duplicate_of", "confidence", "band", "why"}
+    assert {"kind", "id", "severity", "created_at", "rank"} <= set(full[0])
+    assert all(len(hit["why"]["shared_words"]) <= 5 for hit in concise)
+    for short, whole in zip(concise, full, strict=True):
+        assert short == {name: value for name, value in whole.items() if name in short} | {"why": short["why"]}
 
 
 def test_the_same_title_is_a_high_confidence_duplicate_whatever_its_tags(embedded):

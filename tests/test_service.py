@@ -137,6 +137,36 @@ def test_get_can_leave_out_content_and_relations(story):
     assert not {"content", "raw_data", "related"} & set(record)
 
 
+def test_a_concise_record_says_what_a_decision_needs_and_what_it_cut(story):
+    """An agent's default: the record's fields, its links as keys, and the texts that say what
+    happens cut short, with the cut said; the rest only when asked for."""
+    long_steps = [f"Step {n}: open the pass and tap Renew once more" for n in range(1, 9)]
+    from backlog.models import Bug
+
+    Bug.objects.filter(key="BUG-12").update(raw_data={"steps": long_steps, "actual_result": "Spinner forever"})
+    whole = service.call("get", {"keys": ["BUG-12"]})["records"][0]
+    concise = service.call("get", {"keys": ["BUG-12", "FEAT-7"], "detail": "concise"})["records"]
+    bug, feature = concise
+
+    assert set(bug) == {"kind", "key", "title", "status", "severity", "created_at", "updated_at", "product", "feature",
+                        "links", "content", "cut"}  # fmt: skip
+    assert (bug["created_at"], bug["updated_at"]) == (whole["created_at"][:10], whole["updated_at"][:10])
+    assert bug["links"] == {"test": "TEST-3"}
+    assert bug["content"]["actual_result"] == "Spinner forever"
+    steps = "\n".join(long_steps)
+    assert bug["content"]["steps"].endswith("…") and len(bug["content"]["steps"]) <= 100
+    assert steps.startswith(bug["content"]["steps"][:-1])
+    assert bug["cut"] == {"steps": len(steps)}
+    assert "description" not in bug["content"]  # a bug's other texts say what happens
+    assert feature["links"] == {"tests": ["TEST-3"], "open_bugs": ["BUG-13", "BUG-12"], "bugs": ["BUG-13", "BUG-12"]}
+    assert tokens(bug) < tokens(whole) / 2
+
+    asked = service.call("get", {"keys": ["BUG-12"], "fields": ["steps", "raw_data"]})["records"][0]
+    assert asked["content"]["steps"] == steps and "steps" not in asked.get("cut", {})
+    assert asked["raw_data"]["steps"] == long_steps and "related" not in asked and "id" not in asked
+    assert service.call("get", {"keys": ["BUG-12"], "detail": "full"})["records"][0] == whole
+
+
 def test_get_within_max_tokens_gives_whole_records_in_order_and_names_the_rest(story):
     """A budget keeps whole records, as many as fit in the order asked; the rest are named, not cut."""
     whole = service.call("get", {"keys": ["BUG-12", "FEAT-7", "TEST-3"]})

@@ -12,6 +12,7 @@ from search.contract.types import (
     DUPLICATES_MAX,
     QUERY_MAX,
     QUERY_MIN,
+    Detail,
     KeyFilter,
     Kind,
     Mode,
@@ -40,17 +41,18 @@ class DuplicateCheckRequest(BaseModel):
 
     title: Annotated[NulFreeStr, Field(description=f"the draft's title, {QUERY_MIN}-{QUERY_MAX} characters")]
     description: DraftText | None = None
-    steps: DraftText | None = Field(None, description="one step a line")
+    steps: DraftText | None = None  # one step a line
     actual_result: DraftText | None = None
     expected_result: DraftText | None = None
     environment: DraftText | None = None
     product: KeyFilter | None = Field(None, description="only bugs of this product key")
-    feature: KeyFilter | None = Field(None, description="only bugs of this feature key")
+    feature: KeyFilter | None = None  # only bugs of this feature key
     mode: Mode = "hybrid"
     limit: int = Field(
         DUPLICATES_DEFAULT, ge=1, le=DUPLICATES_MAX, description=f"candidates to return, 1-{DUPLICATES_MAX}"
     )
     include_scores: bool = Field(False, description="add each arm's rank and score")
+    detail: Detail = "concise"  # full: + id, kind, feature, severity, created_at, rank
 
     _title_length = field_validator("title")(trimmed_query)
 
@@ -70,21 +72,26 @@ class DuplicateWhy(BaseModel):
 
 
 class DuplicateCandidate(BaseModel):
-    kind: Kind
+    """A likely duplicate. Concise (the default): what deciding needs, about 70 tokens;
+    detail=full adds what is left out as null here (the list's order is its rank)."""
+
+    kind: Kind | None = Field(None, exclude_if=omitted_when_null)
     key: str
-    id: int = Field(description="the bug's id (what a form's duplicate_of field takes)")
+    id: int | None = Field(
+        None, description="the bug's id (what a form's duplicate_of field takes)", exclude_if=omitted_when_null
+    )
     title: str
     product: str | None = Field(description="product key")
     feature: str | None = Field(None, exclude_if=omitted_when_null)
     status: str | None = None
-    severity: str | None = None
-    created_at: datetime
+    severity: str | None = Field(None, exclude_if=omitted_when_null)
+    created_at: datetime | None = Field(None, exclude_if=omitted_when_null)
     duplicate_of: str | None = Field(
         None,
         description="set when this bug is itself linked as a duplicate: link the draft to that one",
         exclude_if=omitted_when_null,
     )
-    rank: int
+    rank: int | None = Field(None, exclude_if=omitted_when_null)
     confidence: float = Field(description="0-1: how likely the draft duplicates this bug (see band)")
     band: Band = Field(description="high, medium or low, from confidence (docs/duplicates.md: how measured)")
     why: DuplicateWhy

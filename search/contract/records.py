@@ -1,6 +1,6 @@
 """similar, get and timeline: requests, and the records they answer with."""
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +24,20 @@ from search.contract.types import (
     omitted_when_null,
 )
 
+TEXT_CUT = 100  # characters of each text field in a concise record
+LINKS_MAX = 10  # keys of each relation in a concise record
+# What a concise record holds of each kind's text: what says what happens (docs/mcp.md).
+# A bug's description only when it has none of the four (a tracker that keeps one text).
+BRIEF_TEXT = {
+    "bug": ("actual_result", "expected_result", "steps", "environment"),
+    "test": ("description", "steps"),
+    "feature": ("description", "acceptance_criteria"),
+    "product": ("description",),
+}
+TEXT_FIELDS = ("description", "acceptance_criteria", "steps", "actual_result", "expected_result", "environment")
+RECORD_PARTS = (*TEXT_FIELDS, "content", "raw_data", "related", "id")
+RecordPart = Literal[RECORD_PARTS]
+
 
 class SimilarRequest(BaseModel):
     """Records nearest to one record (never the record itself)."""
@@ -44,19 +58,24 @@ class SimilarRequest(BaseModel):
 
 
 class GetRequest(BaseModel):
-    """Whole records by key (with max_tokens, as many whole records as fit)."""
+    """Records by key (with max_tokens, as many whole records as fit).
+
+    `detail=full` (REST's default) is the whole record: every text field, a bug's
+    raw_data, related records expanded. `concise` (the MCP tool's default) is what a
+    decision needs: the record's fields, its links as keys and the texts that say what
+    happens, each cut to TEXT_CUT characters; `cut` says what was cut. `fields` adds
+    parts whole to a concise record (and makes it concise when detail is not given)."""
 
     model_config = ConfigDict(extra="forbid")
 
     keys: list[Key] = Field(min_length=1, max_length=KEYS_MAX, description="record keys, like BUG-12")
-    include_content: bool = Field(True, description="add the full text fields (and a bug's raw_data)")
-    include_related: bool = Field(True, description="add related records (product, feature, tests, bugs)")
-    max_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="the most tokens (cl100k_base) the answer's JSON may take: whole records in the order asked, "
-        "`omitted` lists the keys of the rest",
+    detail: Detail | None = Field(
+        None, description="concise: fields, links, texts cut (cut says which); full (REST's default): all, whole"
     )
+    fields: list[RecordPart] | None = Field(None, max_length=len(RECORD_PARTS), description="add these whole")
+    include_content: bool = Field(True, description="add the text fields (and a bug's raw_data)")
+    include_related: bool = Field(True, description="add related records (product, feature, tests, bugs)")
+    max_tokens: int | None = Field(None, ge=1, description=MAX_TOKENS_HELP)
 
 
 class TimelineRequest(BaseModel):
@@ -65,9 +84,8 @@ class TimelineRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     key: Annotated[Key, Field(description="the record's key, like BUG-12")]
-    within: Literal["feature", "product"] = Field(
-        "feature", description="feature (default; the product when the record has no feature) or product"
-    )
+    # A record without a feature is read within its product.
+    within: Literal["feature", "product"] = "feature"
     entities: list[Kind] | None = Field(None, description="only these kinds of record")
     before: int = Field(TIMELINE_DEFAULT, ge=0, le=TIMELINE_MAX, description=f"records before, 0-{TIMELINE_MAX}")
     after: int = Field(TIMELINE_DEFAULT, ge=0, le=TIMELINE_MAX, description=f"records after, 0-{TIMELINE_MAX}")
@@ -91,13 +109,31 @@ class Related(BaseModel):
 
 
 class Record(RecordRef):
-    """A whole record; what it does not have, or the request did not ask for, is left out."""
+    """A record, whole or concise (GetRequest.detail); what it does not have, or the
+    request did not ask for, is left out."""
 
-    id: int = Field(description="the record's id within its kind")
+    # A concise record's dates are days (UTC): enough to decide, half the tokens.
+    created_at: datetime | date
+    updated_at: datetime | date
+    id: int | None = Field(None, description="the record's id within its kind", exclude_if=omitted_when_null)
     product: str | None = Field(description="product key")
     feature: str | None = Field(None, description="feature key", exclude_if=omitted_when_null)
+    links: dict[str, str | list[str]] | None = Field(
+        None,
+        description="concise: related records' keys by relation (newest first, at most "
+        f"{LINKS_MAX}), those it has; product and feature are the fields above",
+        exclude_if=omitted_when_null,
+    )
     content: dict[str, str | list[str] | None] | None = Field(
-        None, description="the full text fields", exclude_if=omitted_when_null
+        None,
+        description=f"the text fields: whole, or in a concise record each cut to {TEXT_CUT} characters",
+        exclude_if=omitted_when_null,
+    )
+    cut: dict[str, int] | None = Field(
+        None,
+        description="concise: what was cut short and its whole size (characters of a text field, records of a "
+        "relation); ask for it with fields=[name] (a relation's records: related)",
+        exclude_if=omitted_when_null,
     )
     raw_data: dict | None = Field(None, description="a bug's raw_data, as imported", exclude_if=omitted_when_null)
     related: dict[str, Related] | None = Field(

@@ -61,8 +61,8 @@ class SearchRequest(BaseModel):
     query: Annotated[
         NulFreeStr,
         Field(
-            description=f"{QUERY_MIN}-{QUERY_MAX} characters (a stack trace: {TRACE_MAX:,}); a record's key (BUG-12) "
-            "finds it first"
+            description='words, "phrase", -word, a key, a stack trace, fields (kind:bug status:open severity:high '
+            "product:KEY feature:KEY created:>2025-01-31 updated:<7d)"
         ),
     ]
     mode: Mode = Field("hybrid", description="hybrid (default): words and meaning; keyword: words; semantic: meaning")
@@ -208,7 +208,11 @@ class Relaxed(BaseModel):
         "similar_titles: records whose titles read closest to the query"
     )
     matched_all: int = Field(description="records that hold every word, fewer than were wanted")
-    words: list[str] = Field(description="the query's words; a hit may hold only some, or none (similar_titles)")
+    words: list[str] | None = Field(
+        None,
+        description="the query's words; a hit may hold only some, or none (similar_titles) (full)",
+        exclude_if=omitted_when_null,
+    )
 
 
 class SearchResponse(BaseModel):

@@ -31,7 +31,7 @@ DUPLICATES_MAX = 20
 DETAIL_HELP = "concise (default): kind, key, title, status, why; full: + dates, score, snippet, facets, index"
 FACETS_HELP = "add counts by kind, product, status and severity (default: with detail=full only)"
 INDEX_HELP = "add the index's health: records, vectors, embedding worker (default: with detail=full only)"
-MAX_TOKENS_HELP = "most tokens (cl100k_base) of the answer's JSON: whole hits; `omitted` counts the rest"
+MAX_TOKENS_HELP = "most tokens (cl100k_base) of the answer: whole items; omitted says what was left out"
 
 # No string parameter may hold NUL: PostgreSQL cannot take it, even in a query.
 # The NUL check comes after the length limits so that theirs stay pydantic's own messages.

@@ -33,7 +33,7 @@ from search.ranking.rows import ArmResult
 EMBED_CHARS = 400
 # Drafts' embeddings, beside the request's thread (a model call touches no database).
 _EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="draft-embedding")
-SHARED_WORDS_SHOWN = 8
+SHARED_WORDS_SHOWN = {"concise": 5, "full": 8}
 
 
 def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateCheckResponse:
@@ -45,7 +45,7 @@ def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateChec
     page = ranking.order()[: request.limit]
     return DuplicateCheckResponse(
         mode=ranking.mode,
-        results=_explained(page, plan, ranking, request.include_scores),
+        results=_explained(page, plan, ranking, request.include_scores, request.detail == "full"),
         degraded=ranking.degraded,
     )
 
@@ -93,7 +93,9 @@ class DraftPlan(pipeline.Plan):
 # -- why, and how likely ------------------------------------------------------------------------
 
 
-def _explained(page: list[fusion.Candidate], plan: DraftPlan, ranking: pipeline.Ranking, include_scores: bool):
+def _explained(
+    page: list[fusion.Candidate], plan: DraftPlan, ranking: pipeline.Ranking, include_scores: bool, full: bool
+):
     if not page:
         return []
     vector = ranking.semantic.vector if ranking.semantic else None
@@ -118,21 +120,23 @@ def _explained(page: list[fusion.Candidate], plan: DraftPlan, ranking: pipeline.
         confidence = ceiling = min(_confidence(similarity, in_title / title_idf, same_title), ceiling)
         results.append(
             DuplicateCandidate(
-                kind="bug",
+                kind="bug" if full else None,
                 key=row["key"],
-                id=row["record_id"],
+                id=row["record_id"] if full else None,
                 title=row["title"],
                 product=row["product"],
-                feature=row["feature"],
+                feature=row["feature"] if full else None,
                 status=row["status"],
-                severity=row["severity"],
-                created_at=row["created_at"],
+                severity=row["severity"] if full else None,
+                created_at=row["created_at"] if full else None,
                 duplicate_of=row["duplicate_of"],
-                rank=len(results) + 1,
+                rank=len(results) + 1 if full else None,
                 confidence=round(confidence, 3),
                 band=band(confidence),
                 why=DuplicateWhy(
-                    shared_words=list(dict.fromkeys(t.text.lower() for t in shared))[:SHARED_WORDS_SHOWN],
+                    shared_words=list(dict.fromkeys(t.text.lower() for t in shared))[
+                        : SHARED_WORDS_SHOWN["full" if full else "concise"]
+                    ],
                     semantic_similarity=None if similarity is None else round(similarity, 3),
                     same_title=same_title,
                 ),

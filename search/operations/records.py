@@ -11,7 +11,11 @@ from django.db.models.functions import Upper
 from backlog.access import visible
 from backlog.models import Bug, Feature, Product
 from search.contract import (
+    BRIEF_TEXT,
+    LINKS_MAX,
+    RECORD_PARTS,
     RELATED_MAX,
+    TEXT_CUT,
     GetRequest,
     GetResponse,
     NotFound,
@@ -65,23 +69,34 @@ def get(request: GetRequest, user) -> GetResponse:
         for row in _with_keys(_documents(user).filter(upper_key__in=[k.upper() for k in wanted]), *fields)
     }
     found = [rows[k.upper()] for k in wanted if k.upper() in rows]
+    # detail not given: full, unless fields name parts to add to a concise record.
+    full = request.detail == "full" or (request.detail is None and not request.fields)
+    parts = set(RECORD_PARTS) if full else set(request.fields or ())
     contents = snippets.page_documents([row["id"] for row in found]) if request.include_content and found else {}
     raw = {}
-    if request.include_content:
+    if request.include_content and "raw_data" in parts:
         bug_ids = [row["record_id"] for row in found if row["kind"] == "bug"]
         raw = dict(Bug.objects.filter(id__in=bug_ids).values_list("id", "raw_data")) if bug_ids else {}
-    records = [
-        Record(
+    records = []
+    for row in found:
+        related = _related(row, user) if request.include_related else None
+        text = contents[row["id"]].fields if row["id"] in contents else None
+        record = Record(
             **_ref(row).model_dump(),
-            id=row["record_id"],
+            id=row["record_id"] if "id" in parts else None,
             product=row["product_key"] if row["kind"] != "product" else None,
             feature=row["feature_key"],
-            content=contents[row["id"]].fields if row["id"] in contents else None,
             raw_data=raw.get(row["record_id"]) if row["kind"] == "bug" else None,
-            related=_related(row, user) if request.include_related else None,
+            related=related if "related" in parts else None,
         )
-        for row in found
-    ]
+        if full:
+            record.content = text
+        else:
+            record.created_at, record.updated_at = record.created_at.date(), record.updated_at.date()
+            record.links, link_cuts = _links(related)
+            record.content, text_cuts = _brief(row["kind"], text, parts)
+            record.cut = {**text_cuts, **link_cuts} or None
+        records.append(record)
     missing = [k for k in wanted if k.upper() not in rows]
 
     def answer(given: int) -> GetResponse:
@@ -91,6 +106,56 @@ def get(request: GetRequest, user) -> GetResponse:
     if request.max_tokens is None:
         return answer(len(records))
     return budget.fit(answer, len(records), request.max_tokens, "record")
+
+
+# Relations a concise record names one key of; product and feature are its own fields.
+ONE_KEY = ("test", "duplicate_of")
+
+
+def _links(related: dict[str, Related] | None) -> tuple[dict | None, dict[str, int]]:
+    """A concise record's links (keys by relation, those it has) and the relations cut short."""
+    if related is None:
+        return None, {}
+    links, cuts = {}, {}
+    for name, relation in related.items():
+        if name in ("product", "feature") or not relation.items:
+            continue
+        found = [item.key for item in relation.items]
+        links[name] = found[0] if name in ONE_KEY else found[:LINKS_MAX]
+        if relation.total > LINKS_MAX and name not in ONE_KEY:
+            cuts[name] = relation.total
+    return links or None, cuts
+
+
+def _brief(kind: str, text: dict | None, parts: set[str]) -> tuple[dict | None, dict[str, int]]:
+    """A concise record's text fields: what says what happens, each cut to TEXT_CUT characters
+    (a field named in `parts` whole, or all of them for `content`), and the fields cut."""
+    if text is None:
+        return None, {}
+    present = {name: value for name, value in text.items() if name != "title" and value}
+    names = [name for name in BRIEF_TEXT[kind] if name in present]
+    if kind == "bug" and not names and "description" in present:
+        names = ["description"]  # a tracker that keeps one text
+    whole = set(present) if "content" in parts else parts & set(present)
+    names += [name for name in present if name in whole and name not in names]
+    brief, cuts = {}, {}
+    for name in names:
+        value = present[name]
+        flat = "\n".join(value) if isinstance(value, list) else value
+        if name in whole or len(flat) <= TEXT_CUT:
+            brief[name] = value
+        else:
+            brief[name] = _cut(flat)
+            cuts[name] = len(flat)
+    return brief or None, cuts
+
+
+def _cut(text: str) -> str:
+    """`text`'s first TEXT_CUT characters or fewer, ended at a word, and an ellipsis."""
+    head = text[: TEXT_CUT - 1]
+    if " " in head[TEXT_CUT // 2 :]:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:.\n") + "…"
 
 
 def _relations(row: dict) -> dict[str, Q]:

@@ -38,14 +38,15 @@ class Found:
     trace: str | None = None  # SearchResponse.trace: what a pasted stack trace was read as
 
 
-def relaxed(found: Found) -> Relaxed | None:
+def relaxed(found: Found, full: bool) -> Relaxed | None:
     """What the response says when the keyword arm widened the query (search.ranking.keyword,
     search.operations.search): a search says what it did, never widens silently."""
     arm = found.keyword
     # A query that names a record by its key found what it asked for.
     if found.listed or found.key_match is not None or arm is None or arm.relaxed is None:
         return None
-    words = list(dict.fromkeys(word.text for word in found.words or []))
+    # Concise: the query itself says its words.
+    words = list(dict.fromkeys(word.text for word in found.words or [])) if full else None
     return Relaxed(how=arm.relaxed, matched_all=arm.matched_all, words=words)
 
 
@@ -102,6 +103,7 @@ def respond(request: SearchRequest | SimilarRequest, found: Found, health, highl
     more_after_page = bool(page and listed[start + request.limit :])
     hits = _hits(request, page, start, highlight, found)
     facet_counts = facets.response(counts) if included(request, "facets") else None
+    full = request.detail == "full"
 
     def answer(given: int) -> SearchResponse:
         """The response with the page's first `given` hits; a budget may leave out the rest."""
@@ -124,7 +126,7 @@ def respond(request: SearchRequest | SimilarRequest, found: Found, health, highl
             index=health if included(request, "index") else None,
             filters=found.filters or None,
             degraded=found.degraded,
-            relaxed=relaxed(found),
+            relaxed=relaxed(found, full),
             trace=found.trace,
             omitted=len(hits) - given if given < len(hits) else None,
         )

@@ -85,7 +85,7 @@
     let timer;
 
     async function check() {
-      const draft = { title: title.value.trim(), limit: 5 };
+      const draft = { title: title.value.trim(), limit: 5, detail: "full" };  // full: the id the field takes
       if (description && description.value.trim()) draft.description = description.value.trim();
       const product = productKey(form);
       if (product) draft.product = product;
