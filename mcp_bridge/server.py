@@ -1,9 +1,9 @@
-"""The MCP server: five read-only tools and a resource template over search.service.
+"""The MCP server: five read-only tools and a resource template over search.service, and triage_run.
 
-Every tool hands its arguments to `service.call` as the client sent them and
-returns the dict it gets back, as structuredContent and as the same JSON in a
-text block: an agent gets exactly what the REST API returns for the same
-parameters. The SDK validates nothing itself (each tool's argument model
+Every tool hands its arguments to `service.call` as the client sent them (with
+its DEFAULTS where they are not given) and returns the dict it gets back, as
+structuredContent and as the same JSON in a text block: an agent gets exactly
+what the REST API returns for the same parameters. The SDK validates nothing itself (each tool's argument model
 accepts anything), so a bad value is refused by the contract, with the same
 message REST shows; the published input schemas come from the contract's
 request models (mcp_bridge.schema), so clients also see the enums and bounds.
@@ -51,37 +51,37 @@ logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 QA knowledge: products, features, test cases and bugs, each with a key like BUG-12.
-1. search finds candidates: concise hits, filters (entities, products, status, severity, dates), next_cursor pages.
-2. get reads the ones you need, many keys in one call, with their related records.
-similar lists likely duplicates of a record; timeline shows what was filed around it.
-Before filing a bug, check_duplicates with its draft says whether it was reported already.
+Has a bug been reported? check_duplicates with its draft, then get the one candidate you need.
+What broke around a record? timeline. A failed test run? triage_run with its JUnit report.
+Otherwise search finds candidates (concise hits) and get reads them, many keys a call.
 Errors say what to change. A record is also the resource backlog://bug/BUG-12."""
 
 # name: (what it does, the contract's response model)
 TOOLS = {
     "search": (
-        "Search products, features, tests and bugs by words and meaning; then get the records you want to read.",
+        "Find records by words and meaning: concise hits (detail=full: + dates, snippets, facets); "
+        "then get the ones to read.",
         SearchResponse,
     ),
     "get": (
-        "Whole records by key: their text, a bug's raw_data, and related records.",
+        "Records by key. Concise by default: fields, links, texts cut (cut says which); "
+        "fields=[...] or detail=full for more.",
         GetResponse,
     ),
-    "similar": ("Records most like one record, never itself: likely duplicates of a bug.", SearchResponse),
-    "timeline": (
-        "Records filed just before and after one record: what happened around it.",
-        TimelineResponse,
-    ),
+    "similar": ("Records most like a stored record, never itself.", SearchResponse),
+    "timeline": ("What broke around a record: records filed just before and after it.", TimelineResponse),
     "check_duplicates": (
-        "Before filing a bug: the bugs its draft likely duplicates, with a confidence band and why.",
+        "Has this bug been reported? Send its draft; candidates likeliest first, with a band and why.",
         DuplicateCheckResponse,
     ),
 }
+# Where a tool's default is not the contract's (REST's): an agent reads a record concise.
+DEFAULTS = {"get": {"detail": "concise"}}
 # Tools over another module than search.service: name -> (what it does, request, response, call).
 # triage_run stores the run it triages (docs/triage.md), so it is not read-only.
 OTHER_TOOLS = {
     "triage_run": (
-        "Triage a JUnit report (junit, product) or stored run: each failure's known bug, or new.",
+        "A failed test run: its JUnit report (junit, product) or a stored run; each failure's known bug, or new.",
         TriageRequest,
         TriageResponse,
         lambda arguments, user: triage.call(arguments, user, default_tokens=triage.AGENT_TOKENS),
@@ -107,7 +107,7 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
     """The server. Over stdio the tools act as `user`; served at `http_url`, every
     request needs a bearer token (a REST API token) and acts as its user."""
     requests = {name: service.OPERATIONS[name].request for name in TOOLS}
-    inputs = input_schemas(requests | {name: tool[1] for name, tool in OTHER_TOOLS.items()})
+    inputs = input_schemas(requests | {name: tool[1] for name, tool in OTHER_TOOLS.items()}, DEFAULTS)
     tools = [_tool(name, description, inputs[name], response, user) for name, (description, response) in TOOLS.items()]
     tools += [
         _tool(name, description, inputs[name], response, user, ToolAnnotations(read_only_hint=False))
@@ -147,6 +147,9 @@ def build_server(user=None, http_url: str | None = None) -> MCPServer:
 
 def _tool(name: str, description: str, parameters: dict, response, user, annotations=READ_ONLY) -> Tool:
     def run(ctx: Context, **arguments) -> CallToolResult:
+        for parameter, value in DEFAULTS.get(name, {}).items():
+            if arguments.get(parameter) is None:
+                arguments[parameter] = value
         body, failed = answer(name, arguments, lambda: _acting_user(ctx, user))
         # An error's text is its message (what was wrong and what to send); a result's is its JSON.
         text = body["error"]["message"] if failed else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
