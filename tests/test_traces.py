@@ -6,6 +6,13 @@ trace from her console into search, from a build where the code has moved
 since BUG-1 was filed. BUG-2, an unrelated crash of the same job, was
 pasted with the whole trace, down to the runner frames every job shares.
 Tramline's renewal bug stands for the records that hold no trace at all.
+
+On Android, Tramline's renewal screen crashes with a NullPointerException
+(BUG-41), filed with the frames of Tramline's own code. Wayfinder, another
+team's map app, has a crash in its MapView (BUG-51) whose trace runs through
+the same framework frames (android.view.View's click handling, the main
+looper), as every tap in every Android app does. Dana pastes the renewal
+crash from her phone's log: Tramline's frame on top, Android's below.
 """
 
 from urllib.parse import urlencode
@@ -71,6 +78,46 @@ HADOOP = [
         "\tat org.apache.hadoop.mapred.ShuffleHandler.sendMapOutput(ShuffleHandler.java:2609)\n" + RUNNER,
     },
 ]
+
+
+# Android's frames under every tap's handler, in any app.
+ANDROID_CLICK = """\tat android.view.View.performClick(View.java:7448)
+\tat android.view.View.performClickInternal(View.java:7425)
+\tat android.view.View.access$3600(View.java:810)
+\tat android.view.View$PerformClick.run(View.java:28305)
+\tat android.os.Handler.handleCallback(Handler.java:938)
+\tat android.os.Handler.dispatchMessage(Handler.java:99)
+\tat android.os.Looper.loop(Looper.java:223)
+\tat android.app.ActivityThread.main(ActivityThread.java:7656)
+\tat java.lang.reflect.Method.invoke(Native Method)
+\tat com.android.internal.os.ZygoteInit.main(ZygoteInit.java:947)"""
+
+TWO_APPS = [
+    {
+        "kind": "bug",
+        "key": "BUG-41",
+        "product": "PRD-1",
+        "title": "Renew closes the app when no card is saved",
+        "description": "Tapping Renew with no saved card crashes:\njava.lang.NullPointerException\n"
+        "\tat com.tramline.renewal.RenewalActivity.onRenewClicked(RenewalActivity.kt:81)\n"
+        "\tat com.tramline.renewal.RenewalActivity.access$onRenewClicked(RenewalActivity.kt:24)",
+    },
+    {"kind": "product", "key": "PRD-3", "name": "Wayfinder", "description": "Maps for hikers"},
+    {
+        "kind": "bug",
+        "key": "BUG-51",
+        "product": "PRD-3",
+        "title": "MapView throws IllegalStateException when a pin is tapped twice",
+        "description": "java.lang.IllegalStateException: marker already removed\n"
+        "\tat com.wayfinder.map.MapView.onPinTapped(MapView.kt:212)\n" + ANDROID_CLICK,
+    },
+]
+
+# Dana's log: Tramline's renewal crash, Tramline's frame on top and Android's under it.
+RENEWAL_CRASH = (
+    "java.lang.NullPointerException\n"
+    "\tat com.tramline.renewal.RenewalActivity.onRenewClicked(RenewalActivity.kt:88)\n" + ANDROID_CLICK
+)
 
 
 @pytest.fixture
@@ -204,6 +251,90 @@ def test_a_trace_from_moved_code_ranks_its_bug_over_one_sharing_only_the_runner(
 
         assert ranked.index("BUG-1") < ranked.index("BUG-2"), mode
         assert ranked[0] == "BUG-1", mode
+
+
+def test_the_app_s_own_frame_outweighs_framework_frames_another_product_shares(db):
+    """BUG-51 shares four of Android's frames with Dana's trace, BUG-41 only the exception
+    and Tramline's one frame: the platform's frames are in every Android app's traces,
+    Tramline's own frame is where its fault is."""
+    report = import_records(jsonl(*TRAMLINE, *TWO_APPS).splitlines())
+    assert report.written and not report.problems, report.problems
+    embed_pending()
+    read = traces.read(RENEWAL_CRASH)
+    assert read.frames[0] == "RenewalActivity onRenewClicked"
+    assert read.platform == read.frames[1:]
+
+    for mode in ("keyword", "hybrid"):
+        ranked = keys(search(SearchRequest(query=RENEWAL_CRASH, mode=mode)))
+
+        assert ranked[0] == "BUG-41", (mode, ranked)
+        assert ranked.index("BUG-41") < ranked.index("BUG-51"), mode
+
+
+@pytest.mark.parametrize(
+    "pasted, platform",
+    [
+        (
+            RENEWAL_CRASH,
+            {"View performClick", "View performClickInternal", "View access$3600", "View$PerformClick run"},
+        ),
+        (
+            'Traceback (most recent call last):\n  File "/app/shop/views.py", line 3, in checkout\n'
+            '  File "/usr/lib/python3.12/json/__init__.py", line 346, in loads\n'
+            '  File "/srv/venv/lib/python3.12/site-packages/_pytest/python.py", line 9, in pytest_pyfunc_call\n'
+            "json.decoder.JSONDecodeError: Expecting value",
+            {"__init__ loads", "python pytest_pyfunc_call"},
+        ),
+        (
+            "TypeError: x is undefined\n    at render (/app/src/List.js:12:15)\n"
+            "    at Array.map (<anonymous>)\n    at dispatch (/app/node_modules/react-dom/index.js:5:1)\n"
+            "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+            {"Array map", "index dispatch", "task_queues process processTicksAndRejections"},
+        ),
+        (
+            "System.NullReferenceException: Object reference not set\n"
+            "   at Shop.Cart.Total() in C:\\src\\Shop\\Cart.cs:line 40\n"
+            "   at System.Linq.Enumerable.Sum(IEnumerable`1 source)\n"
+            "   at Microsoft.AspNetCore.Mvc.Infrastructure.ActionMethodExecutor.Execute()",
+            {"Enumerable Sum", "ActionMethodExecutor Execute"},
+        ),
+        (
+            "panic: boom\n\ngoroutine 1 [running]:\nruntime.gopanic(0x1)\n\t/usr/go/src/runtime/panic.go:12 +0x1d\n"
+            "github.com/acme/shop.(*Cart).Total()\n\t/src/cart.go:8 +0x25\n"
+            "testing.tRunner(0xc000)\n\t/usr/go/src/testing/testing.go:1 +0x2",
+            {"runtime gopanic", "testing tRunner"},
+        ),
+    ],
+    ids=["android", "python", "javascript", "dotnet", "go"],
+)
+def test_the_platform_s_frames_are_told_from_the_application_s(pasted, platform):
+    """Told by where a frame's code lives (its package, file or module path); a word only
+    the platform's frames hold weighs less, the application's frames and the exception as before."""
+    read = traces.read(pasted)
+
+    assert set(read.platform) == platform, read.frames
+    weights = read.weights(platform=0.5)
+    own = [w for frame in read.frames if frame not in platform for w in frame.split()]
+    assert all(weights[word] == 1.0 for word in own + [w for e in read.exceptions for w in e.split()])
+    assert {word for word, weight in weights.items() if weight == 0.5} == {
+        w for frame in platform for w in frame.split() if w not in own
+    }
+
+
+def test_the_first_application_frame_is_read_below_the_platform_s_top_five():
+    """Where the application's code starts is where it went wrong, however deep in the platform."""
+    pasted = (
+        "java.lang.IllegalStateException: closed\n"
+        + "".join(
+            f"\tat java.util.concurrent.ThreadPoolExecutor.step{i}(ThreadPoolExecutor.java:{i})\n" for i in range(7)
+        )
+        + "\tat com.tramline.sync.Uploader.flush(Uploader.kt:12)\n\tat com.tramline.sync.Uploader.run(Uploader.kt:9)"
+    )
+
+    read = traces.read(pasted)
+
+    assert read.frames[-1] == "Uploader flush" and len(read.frames) == traces.FRAMES + 1
+    assert "Uploader run" not in read.frames and read.weights(platform=0.5)["Uploader"] == 1.0
 
 
 def test_in_hybrid_meaning_votes_a_trace_s_semantic_weight(hadoop):

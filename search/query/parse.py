@@ -16,13 +16,14 @@ after the same word splitting (search_words, search_word_parts in sql.py).
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import DatabaseError
 
 from search import db
 from search.indexing.sql import TEXT_SEARCH_CONFIG
 from search.query import traces
+from search.ranking import config
 
 CONFIG = TEXT_SEARCH_CONFIG
 _TOKEN = re.compile(r'-?"[^"]*"?|\S+')
@@ -47,6 +48,9 @@ class Term:
     # For the last word, read as a prefix too: the word alone, without the
     # prefix ("" otherwise). See ParsedQuery.settle_prefix.
     whole: str = ""
+    # Its idf is multiplied by this in the keyword score: 1 but in a pasted trace,
+    # whose platform frames weigh less (search.query.traces.Trace.weights).
+    weight: float = 1.0
 
     @property
     def match(self) -> str:
@@ -76,14 +80,22 @@ class ParsedQuery:
         word counts as its lexemes (`spotbugs-maven-plugin` as spotbug,
         maven and plugin; `BouncyCastle` as bouncycastl, bounci and castl),
         so a record that says "spotbugs maven plugin" shares all three.
-        Matching all of a query (`all_of`) still needs every lexeme."""
+        Matching all of a query (`all_of`) still needs every lexeme. A
+        unit several terms share weighs as the weightiest of them."""
         units: dict[str, Term] = {}
         for term in self.terms:
             if _COMPOUND.match(term.tsquery) or term.parts:
-                for lexeme in _LEXEME.findall(term.tsquery) + _LEXEME.findall(term.parts):
-                    units.setdefault(lexeme, Term(text=term.text, tsquery=lexeme))
+                pieces = [
+                    (lexeme, Term(text=term.text, tsquery=lexeme, weight=term.weight))
+                    for lexeme in _LEXEME.findall(term.tsquery) + _LEXEME.findall(term.parts)
+                ]
             else:
-                units.setdefault(term.tsquery, term)
+                pieces = [(term.tsquery, term)]
+            for key, unit in pieces:
+                if key not in units:
+                    units[key] = unit
+                elif unit.weight > units[key].weight:
+                    units[key] = replace(units[key], weight=unit.weight)
         return list(units.values())
 
     def settle_prefix(self, df: dict[str, float], enough: float) -> None:
@@ -158,8 +170,11 @@ def parse(text: str, match_mode: str) -> ParsedQuery:
 
 def _trace_query(trace: traces.Trace) -> ParsedQuery:
     """A trace's words, any of which may match, the rarest ranking first: no
-    record holds all of a long trace but the one it came from."""
-    query = ParsedQuery(text=trace.text, groups=[[Term(text=word) for word in trace.words]], trace=True)
+    record holds all of a long trace but the one it came from. The platform's
+    frames weigh less (the ranking constant trace_platform_weight)."""
+    weights = trace.weights(platform=config.current().trace_platform_weight)
+    terms = [Term(text=word, weight=weight) for word, weight in weights.items()]
+    query = ParsedQuery(text=trace.text, groups=[terms], trace=True)
     _normalize(query, prefix=None)
     return query
 

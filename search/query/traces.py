@@ -16,6 +16,17 @@ the top by 1 / (1 + i)^a and by its rarity (idf). Here the keyword arm's
 idf weighs rarity, and a cut weighs position: frames below FRAMES count
 nothing (docs/benchmarks.md, "Pasted stack traces", has the measurement).
 
+Why the platform's frames weigh less: the frames of the language's runtime,
+the UI framework and the test harness (`java.*`, `android.*`, `org.junit.*`,
+Python's standard library and site-packages, node_modules, Go's standard
+library, .NET's System.*) are the same in every application's traces, so
+two products' bugs share them by chance; the application's own frames are
+where its fault is. Sentry marks such frames not "in app" and groups by the
+in-app frames alone ("Grouping", "Stack Trace Rules"). Here they stay
+searched, at trace_platform_weight (`Trace.weights`). Weighing the exception
+types and the first application frame above the rest was measured too, and
+lost (docs/benchmarks.md, "Issue 39's first searches").
+
 `read(text)` recognises a trace (at least two frames, or an exception line
 and a frame) in Java (`at a.b.C.m(C.java:12)`, `Caused by:`), Python
 (`Traceback (most recent call last):`, `File "x.py", line 3, in f`),
@@ -58,6 +69,19 @@ _TYPE = r"(?<![\w$.])(?:[A-Za-z_$][\w$]*\.)*[A-Z][\w$]*(?:Exception|Error|Failur
 _EXCEPTION = re.compile(rf"{_TYPE}(?=:|\s*$)")
 _TYPED_MESSAGE = re.compile(rf"{_TYPE}:")  # an exception with its message
 _HEADER = re.compile(r"^(?:Traceback \(most recent call last\):|goroutine \d+ \[[^\]]*\]:|panic: )")
+# The platform's and the test harness's frames, by language. JVM: the full class name's package.
+_JVM_PLATFORM = re.compile(
+    r"^(?:java|javax|jdk|sun|com\.sun|android|androidx|com\.android|dalvik|libcore|kotlin|kotlinx|scala|groovy"
+    r"|org\.codehaus\.groovy|org\.junit|junit|org\.testng|org\.gradle|org\.apache\.maven\.surefire|org\.mockito"
+    r"|org\.eclipse\.jdt\.internal\.junit|com\.intellij\.rt)\."
+)
+_DOTNET_PLATFORM = re.compile(r"^(?:System|Microsoft|Windows|Mono|Xunit|NUnit|MSTest)\.")
+# Python: the standard library (lib/python3.12/, Windows' Lib\), installed packages (pytest among them), frozen modules.
+_PYTHON_PLATFORM = re.compile(
+    r"[/\\](?:lib[/\\](?:python|pypy)[\d.]*|Lib|site-packages|dist-packages|_pytest|pluggy)[/\\]|^<frozen\b"
+)
+# JavaScript: dependencies and Node's own modules.
+_JS_PLATFORM = re.compile(r"(?:^|[/\\])node_modules[/\\]|^node:|^internal[/\\]")
 # What changes from run to run: addresses, offsets, hashes, ids, times.
 _NOISE = re.compile(
     r"\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"
@@ -78,12 +102,23 @@ class Trace:
     exceptions: tuple[str, ...]
     message: tuple[str, ...]
     frames: tuple[str, ...]
+    platform: tuple[str, ...] = ()  # those of `frames` that are the platform's or the test harness's
 
     @property
     def words(self) -> list[str]:
         """Each word once, in that order."""
         seen = dict.fromkeys(w for part in (*self.exceptions, *self.message, *self.frames) for w in part.split())
         return list(seen)
+
+    def weights(self, platform: float) -> dict[str, float]:
+        """Each word's weight: `platform` for a word only the platform's frames hold, 1 for
+        the others. A trace with no frame of the application's discounts none: nothing
+        tells its frames apart."""
+        if len(self.platform) == len(self.frames):
+            return dict.fromkeys(self.words, 1.0)
+        own_frames = [frame for frame in self.frames if frame not in self.platform]
+        own = {w for part in (*self.exceptions, *self.message, *own_frames) for w in part.split()}
+        return {word: 1.0 if word in own else platform for word in self.words}
 
     @property
     def text(self) -> str:
@@ -113,8 +148,19 @@ def read(text: str) -> Trace | None:
         line = _NOISE.sub(" ", lines[index])
         exceptions += _EXCEPTION.findall(line)
         message += [w for w in _WORD.findall(_NOT_MESSAGE.sub(" ", line)) if w not in message]
-    top = tuple(name for _, name in _top(lines, frames))
-    return Trace(tuple(dict.fromkeys(exceptions)), tuple(message[:MESSAGE_WORDS]), top)
+    top = _top(lines, frames)
+    platform = {name for index, name in top if _platform(lines, index)}
+    if len(platform) == len(top):
+        # None of the top frames is the application's: its first one, below them, is where it went wrong.
+        own = next(((i, name) for i, name in _ordered(lines, frames) if name and not _platform(lines, i)), None)
+        top += [own] if own and own[1] not in platform else []
+    names = tuple(name for _, name in top)
+    return Trace(
+        tuple(dict.fromkeys(exceptions)),
+        tuple(message[:MESSAGE_WORDS]),
+        names,
+        tuple(n for n in names if n in platform),
+    )
 
 
 def condensed(text: str) -> str:
@@ -155,13 +201,15 @@ def _frames(lines: list[str]) -> list[tuple[int, str]]:
     return [(index, name) for index in range(len(lines)) if (name := _frame(lines, index)) is not None]
 
 
+def _ordered(lines: list[str], frames: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """`frames` from the top down. Python prints the most recent call last: its top frames are the last ones."""
+    return frames[::-1] if any(_PYTHON_FRAME.match(line) for line in lines) else frames
+
+
 def _top(lines: list[str], frames: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The top FRAMES frames that name something, each name once. Python prints the
-    most recent call last: its top frames are the last ones."""
-    if any(_PYTHON_FRAME.match(line) for line in lines):
-        frames = frames[::-1]
+    """The top FRAMES frames that name something, each name once."""
     top, names = [], set()
-    for index, name in frames:
+    for index, name in _ordered(lines, frames):
         if name and name not in names and len(top) < FRAMES:
             top.append((index, name))
             names.add(name)
@@ -187,6 +235,26 @@ def _frame(lines: list[str], index: int) -> str | None:
     if _GO_FILE.match(line) and index and (call := _GO_CALL.match(lines[index - 1])):
         return _named(_last(re.sub(r"[()*]", "", call["name"].rsplit("/", 1)[-1]), 2))
     return None
+
+
+def _platform(lines: list[str], index: int) -> bool:
+    """Whether the frame on line `index` is the platform's or the test harness's (the module
+    patterns above; a JavaScript frame with no file is the engine's: `at Array.map (<anonymous>)`;
+    Go's standard library is an import path whose first element has no dot, as the go command
+    tells it, less `main`)."""
+    line = lines[index]
+    if match := _JVM_FRAME.match(line):
+        return bool(_JVM_PLATFORM.match(match["name"]))
+    if match := _DOTNET_FRAME.match(line):
+        return bool(_DOTNET_PLATFORM.match(match["name"]))
+    if match := _PYTHON_FRAME.match(line):
+        return bool(_PYTHON_PLATFORM.search(match["file"]))
+    if match := _V8_FRAME.match(line) or _GECKO_FRAME.match(line):
+        return match["file"] is None or bool(_JS_PLATFORM.search(match["file"]))
+    if _GO_FILE.match(line) and index and (call := _GO_CALL.match(lines[index - 1])):
+        path = call["name"]
+        return "." not in path.split("/")[0] if "/" in path else path.split(".")[0] != "main"
+    return False
 
 
 def _last(name: str, parts: int) -> str:

@@ -42,6 +42,9 @@ class RankingConfig(BaseModel):
     feedback_docs: int = Field(1, ge=0)  # the first fusion's best records the second pass moves toward; 0: off
     feedback_weight: float = Field(3.0, gt=0)  # the weight of their mean vector beside the query's (LOSO)
     feedback_list_weight: float = Field(2.0, ge=0)  # the second pass's list weighs the semantic weight x this (LOSO)
+    # A pasted stack trace's words only the frames of the runtime, UI framework and test harness hold:
+    # their idf x this (search.query.traces.Trace.weights), the trace's other words' x 1.
+    trace_platform_weight: float = Field(0.5, ge=0)
     # Candidates.
     arm_depth: int = Field(200, ge=1)  # records the keyword arm ranks (and the semantic arm in semantic mode)
     semantic_depth: int = Field(100, ge=1)  # records the semantic arm ranks in hybrid mode and for similar

@@ -39,7 +39,7 @@ class Plan:
     """One match set and how to rank it."""
 
     match: str  # the tsquery that defines the match set
-    weighted: list[tuple[str, float]]  # (a term's tsquery, its idf): the score
+    weighted: list[tuple[str, float]]  # (a term's tsquery, its idf x Term.weight): the score
     candidates: str | None  # a narrower tsquery (the rarer terms): where a broad match set takes candidates
     expected: float  # matches expected: decides whether to try the exact path
 
@@ -54,7 +54,7 @@ def arm(parsed: ParsedQuery, scope: Scope, depth: int, stats) -> ArmResult | Non
     terms = parsed.units
     if not terms:
         return None
-    weighted = [(t.tsquery, statistics.idf(n, df[t.tsquery])) for t in terms]
+    weighted = [(t.tsquery, t.weight * statistics.idf(n, df[t.tsquery])) for t in terms]
     all_of, any_of = parsed.all_of(), parsed.any_of()
     candidates = rarer_terms(terms, df)
     if all_of == any_of:  # one term, or one OR group (similar() asks that way)
