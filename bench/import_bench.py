@@ -11,6 +11,11 @@ on the same data, is the floor of what any importer can do through the ORM:
 with no validation, no relation checks and no diffing. Medians are printed
 with the ratio to that baseline; the machine is shared and noisy, so compare
 ratios rather than absolute numbers across runs.
+
+The audit trail (backlog/audit.py) is measured too: the first import with
+its triggers on and the import's context set, as `manage.py import_records`
+runs, against the same with the trail's triggers disabled (ALTER TABLE ...
+DISABLE TRIGGER, the index's triggers left on).
 """
 
 import argparse
@@ -27,9 +32,11 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 
 # isort: split
 
+from django.apps import apps
 from django.db import connection
 from django.test.utils import setup_databases, teardown_databases
 
+from backlog.audit import surface
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.models import RECORD_MODELS, Bug, Feature, Product, QATest
@@ -39,8 +46,21 @@ from backlog.services import KIND_ORDER, import_records
 def empty_tables() -> None:
     with connection.cursor() as cursor:
         tables = ", ".join(RECORD_MODELS[kind]._meta.db_table for kind in KIND_ORDER)
+        events = [apps.get_model("backlog", f"{RECORD_MODELS[kind].__name__}Event") for kind in KIND_ORDER]
+        tables += ", " + ", ".join(model._meta.db_table for model in events)
         cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
         cursor.execute("VACUUM ANALYZE")
+
+
+def audit_triggers(enabled: bool) -> None:
+    """Turn the audit trail's triggers (pgtrigger's, on the record tables) on or off."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE t.tgname LIKE 'pgtrigger_%%' AND c.relname LIKE 'backlog_%%' AND c.relname NOT LIKE '%%event'"
+        )
+        for table, trigger in cursor.fetchall():
+            cursor.execute(f'ALTER TABLE "{table}" {"ENABLE" if enabled else "DISABLE"} TRIGGER "{trigger}"')
 
 
 def timed(function) -> float:
@@ -95,6 +115,8 @@ def main() -> None:
             "baseline (json.loads + bulk_create)": [],
             "import_records, first import": [],
             "import_records, re-import (no changes)": [],
+            "first import, audit trail on, with its context (as manage.py import_records)": [],
+            "first import, audit trail's triggers off": [],
         }
         for _ in range(args.repeat):
             empty_tables()
@@ -102,6 +124,23 @@ def main() -> None:
             empty_tables()
             rows["import_records, first import"].append(timed(lambda: check(import_records(lines), args.records)))
             rows["import_records, re-import (no changes)"].append(timed(lambda: check(import_records(lines), 0)))
+            empty_tables()
+
+            def with_context():
+                with surface("import", command="import_bench"):
+                    check(import_records(lines), args.records)
+
+            rows["first import, audit trail on, with its context (as manage.py import_records)"].append(
+                timed(with_context)
+            )
+            empty_tables()
+            audit_triggers(False)
+            try:
+                rows["first import, audit trail's triggers off"].append(
+                    timed(lambda: check(import_records(lines), args.records))
+                )
+            finally:
+                audit_triggers(True)
         counts = {m.KIND: m.objects.count() for m in (Product, Feature, QATest, Bug)}
     finally:
         teardown_databases(old_config, verbosity=0)
