@@ -32,11 +32,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test import Client as DjangoClient
+from django.test import override_settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from accounts.models import ApiToken
+from accounts.oidc import sign_in
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
 from backlog.services import import_records
 from saved.models import SavedSearch
@@ -414,8 +416,17 @@ def rounds(django_db_setup, django_db_blocker):
         embed_pending()
         team = Group.objects.create(name="Tramline team")
         Product.objects.get(key="PRD-1").teams.add(team)
-        carol = get_user_model().objects.create_user("carol", password="a-long-passphrase", is_staff=True)
-        carol.groups.add(team)
+        # Carol signs in with the company's identity provider: her group there names the team (accounts/oidc.py).
+        with override_settings(OIDC_TEAMS={"okta-tramline-qa": "Tramline team"}):
+            carol, missing = sign_in(
+                {
+                    "iss": "https://login.example.com",
+                    "sub": "00u-carol",
+                    "preferred_username": "carol",
+                    "groups": ["okta-tramline-qa", "everyone"],
+                }
+            )
+        assert not missing and list(carol.groups.all()) == [team]
         # Her saved search: the dashboard counts its matches new since 2000 (all of them).
         SavedSearch.from_params({"query": "renewal"}, owner=carol, name="Renewals", last_seen_at=OLD).save()
         carol.user_permissions.set(
