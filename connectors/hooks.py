@@ -38,13 +38,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from backlog.audit import surface
 from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
 from backlog.models import Product
+from backlog.text import SURROGATE_PROBLEM, surrogate_at
 
 from .base import Connector, HookEvent, ProductInfo, SyncError
 from .http import UpstreamError
@@ -123,29 +124,47 @@ def receive(kind: str, headers, body: bytes) -> Taken:
         Source.objects.filter(pk__in=[s.pk for s in verified]).update(hook_ignored=F("hook_ignored") + 1)
         return Taken("ignored", f"no source here syncs {kind} project {str(project)[:80]!r}; nothing was written")
     _bounded(targets)
-    new = 0
-    for source in targets:
-        try:
-            with transaction.atomic():
-                Delivery.objects.create(
-                    source=source, delivery_id=delivery_id, event=event[:100], upstream_id=upstream_id, payload=payload
-                )
-            new += 1
-        except IntegrityError:  # the same delivery again (delivery_once): taken once
-            continue
+    new = _store(targets, delivery_id, event[:100], upstream_id, payload)
     _stamp_received([s.pk for s in targets])
     if not new:
         return Taken("duplicate", f"delivery {delivery_id[:80]} was taken before; nothing changed")
     return Taken("accepted", f"{event} taken; it is processed within seconds", new)
 
 
+def _store(targets: list[Source], delivery_id: str, event: str, upstream_id: str, payload: dict) -> int:
+    """One row a source, in one statement; how many were new (the same delivery again
+    is no row: ON CONFLICT on delivery_once)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {Delivery._meta.db_table}
+                    (source_id, delivery_id, event, upstream_id, received_at, payload, status, attempts, outcome)
+                SELECT s, %(delivery)s, %(event)s, %(upstream)s, now(), %(payload)s::jsonb, 'pending', 0, ''
+                FROM unnest(%(sources)s::bigint[]) s
+                ON CONFLICT (source_id, delivery_id) DO NOTHING RETURNING id""",
+            {
+                "sources": [s.pk for s in targets],
+                "delivery": delivery_id,
+                "event": event,
+                "upstream": upstream_id,
+                "payload": json.dumps(payload),
+            },
+        )
+        return len(cursor.fetchall())
+
+
 def _stamp_received(source_ids: list[int]) -> None:
-    """The sources' last delivery time, now; a source whose row a processor holds
-    (to the end of a delivery, upstream reads included) is skipped, so that the
-    acknowledgement never waits for it: the processor stamps it (_apply)."""
-    with transaction.atomic():
-        free = Source.objects.filter(pk__in=source_ids).select_for_update(skip_locked=True, no_key=True)
-        Source.objects.filter(pk__in=list(free.values_list("pk", flat=True))).update(hook_received_at=timezone.now())
+    """The sources' last delivery time, now, in one statement, at most once a second
+    a source; a source whose row a processor holds (to the end of a delivery,
+    upstream reads included) is skipped, so that the acknowledgement never waits
+    for it: the processor stamps it (_apply)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""UPDATE {Source._meta.db_table} SET hook_received_at = now()
+                WHERE id IN (SELECT id FROM {Source._meta.db_table} WHERE id = ANY(%s)
+                             AND (hook_received_at IS NULL OR hook_received_at < now() - interval '1 second')
+                             FOR NO KEY UPDATE SKIP LOCKED)""",
+            [source_ids],
+        )
 
 
 def verified_names(sources, secrets) -> str:
@@ -169,8 +188,10 @@ SIGNATURES = {
 
 
 def _json(body: bytes) -> dict:
+    """The body as a JSON object PostgreSQL's jsonb stores (no NaN or Infinity, no NUL
+    character, no lone surrogate), or Refused saying what is wrong."""
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise Refused(
             400, "invalid_json", "the body is not JSON: send the webhook with content type application/json"
@@ -179,7 +200,25 @@ def _json(body: bytes) -> dict:
         raise Refused(400, "invalid_json", f"the body is a JSON {type(payload).__name__}, not an object")
     if nests_deeper(payload, MAX_RAW_DATA_DEPTH + 1):
         raise Refused(400, "invalid_json", f"the body nests more than {MAX_RAW_DATA_DEPTH + 1} levels deep")
+    if (where := surrogate_at(payload)) is not None:
+        raise Refused(400, "invalid_json", f"the body's {where or 'text'} {SURROGATE_PROBLEM}")
+    if _has_nul(payload):
+        raise Refused(400, "invalid_json", "the body holds a NUL character (\\u0000), which is not text")
     return payload
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _body_id(body: bytes) -> str:
@@ -242,25 +281,35 @@ def _same_project(source: Source, project: str) -> bool:
 
 
 def _bounded(targets: list[Source]) -> None:
-    """Refused (429, 503) past a source's rate or the backlog: the vendor sends it again later."""
-    if Delivery.objects.filter(status=DeliveryStatus.PENDING).count() >= settings.WEBHOOK_BACKLOG:
+    """Refused (429, 503) past a source's rate or the backlog: the vendor sends it again later.
+    One statement, each count stopped at its limit (a partial index holds the waiting ones,
+    delivery_recent a source's last minute)."""
+    backlog, rate = settings.WEBHOOK_BACKLOG, settings.WEBHOOK_RATE_PER_MINUTE
+    table = Delivery._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} WHERE status = 'pending' LIMIT %(backlog)s) w),
+                       (SELECT array_agg(s) FROM unnest(%(sources)s::bigint[]) s
+                        WHERE (SELECT count(*) FROM (SELECT 1 FROM {table} d WHERE d.source_id = s
+                               AND d.received_at >= now() - interval '1 minute' LIMIT %(rate)s) r) >= %(rate)s)""",
+            {"backlog": backlog, "rate": rate, "sources": [s.pk for s in targets]},
+        )
+        waiting, busy = cursor.fetchone()
+    if waiting >= backlog:
         raise Refused(
             503,
             "backlog",
-            f"{settings.WEBHOOK_BACKLOG:,} deliveries are waiting to be processed "
-            "(WEBHOOK_BACKLOG); send it again later",
+            f"{backlog:,} deliveries are waiting to be processed (WEBHOOK_BACKLOG); send it again later",
             retry_after=30,
         )
-    since = timezone.now() - timedelta(minutes=1)
-    for source in targets:
-        if Delivery.objects.filter(source=source, received_at__gte=since).count() >= settings.WEBHOOK_RATE_PER_MINUTE:
-            raise Refused(
-                429,
-                "throttled",
-                f"{source} took {settings.WEBHOOK_RATE_PER_MINUTE:,} deliveries in the "
-                "last minute (WEBHOOK_RATE_PER_MINUTE); send it again later",
-                retry_after=60,
-            )
+    if busy:
+        source = next(s for s in targets if s.pk in busy)
+        raise Refused(
+            429,
+            "throttled",
+            f"{source} took {rate:,} deliveries in the last minute (WEBHOOK_RATE_PER_MINUTE); send it again later",
+            retry_after=60,
+        )
 
 
 # -- processing ---------------------------------------------------------------------------------

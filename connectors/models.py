@@ -234,6 +234,7 @@ class Delivery(models.Model):
         indexes = [
             models.Index(fields=["received_at"], name="delivery_pending", condition=models.Q(status="pending")),
             models.Index(fields=["source", "upstream_id"], name="delivery_item"),
+            models.Index(fields=["source", "received_at"], name="delivery_recent"),
         ]
 
     def __str__(self):

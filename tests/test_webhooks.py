@@ -416,3 +416,22 @@ def test_processed_deliveries_are_kept_for_a_week(github, client, settings):
 
     assert hooks_module.prune() == 1
     assert sorted(Delivery.objects.values_list("upstream_id", flat=True)) == ["14", "15"]
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        (b'{"action": "opened", "issue": {"number": NaN}}', "not JSON"),
+        (b'{"action": "opened", "issue": {"title": "a\\u0000b"}}', "NUL"),
+        (b'{"action": "opened", "issue": {"title": "\\ud800"}}', "surrogate"),
+    ],
+)
+def test_a_signed_body_postgresql_cannot_store_is_a_400_not_a_500(github, client, body, said):
+    delivery = hooks.Delivery(
+        "github",
+        {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": hooks.signature(SECRET, body)},
+        body,
+    )
+    answer = delivery.through(client)
+    assert answer.status_code == 400 and said in answer.json()["error"]["message"], answer.content
+    assert Delivery.objects.count() == 0
