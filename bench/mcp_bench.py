@@ -23,10 +23,13 @@ what an agent reads, in tokens:
 - a hit, concise and full: median and max over the hits of 50 searches
   (the titles of the first 50 demo bugs, 20 hits each);
 - a 5-hit concise search of --query, whole response;
-- four "reported before?" questions: for each of the first four demo bugs
-  that re-tell an earlier one (`raw_data.duplicate_of`), a search of its
-  title (limit 5), `get` of the top two keys (the contract's defaults) and
-  `similar` on the first (limit 5): the sum of the four answers' JSON.
+- four "reported before?" questions, for each of the first four demo bugs
+  that re-tell an earlier one (`raw_data.duplicate_of`), two ways, each
+  answer as the MCP tool gives it (its defaults, mcp_bridge.server.DEFAULTS):
+  the way the tools' descriptions lead, `check_duplicates` of its title then
+  `get` of the one candidate (the top one's `duplicate_of`, else its key);
+  and the old way, a search of its title (limit 5), `get` of the top two
+  keys and `similar` on the first (limit 5).
 
 --profile FILE runs the stdio server under cProfile and writes its profile
 there (the timings of that run include the profiler's own cost).
@@ -68,6 +71,7 @@ from accounts.tokens import issue
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.services import import_records
+from mcp_bridge.server import DEFAULTS
 from search import service
 from search.indexing.vectors import embed_pending
 
@@ -98,14 +102,30 @@ def agent_questions(records: int, seed: int) -> tuple[list[str], list[str]]:
     return [bug["title"] for bug in bugs[:50]], retold[:4]
 
 
+def tool(name: str, params: dict, user) -> dict:
+    """The MCP tool's answer, in process: service.call with the tool's own defaults."""
+    return service.call(name, {**DEFAULTS.get(name, {}), **params}, user)
+
+
 def reported_before(question: str, user) -> list[dict]:
-    """What an agent reads to answer "was this reported before?": search, get the top two, similar on the first."""
-    found = service.call("search", {"query": question, "limit": 5}, user)
+    """What an agent reads to answer "was this reported before?" the way the tools lead:
+    check_duplicates of the draft, then get of the one candidate it needs."""
+    checked = tool("check_duplicates", {"title": question}, user)
+    answers = [checked]
+    if checked["results"]:
+        top = checked["results"][0]
+        answers.append(tool("get", {"keys": [top.get("duplicate_of") or top["key"]]}, user))
+    return answers
+
+
+def reported_before_old_way(question: str, user) -> list[dict]:
+    """The same question the old way: search, get the top two, similar on the first."""
+    found = tool("search", {"query": question, "limit": 5}, user)
     keys = [hit["key"] for hit in found["results"][:2]]
     answers = [found]
     if keys:
-        answers.append(service.call("get", {"keys": keys}, user))
-        answers.append(service.call("similar", {"key": keys[0], "limit": 5}, user))
+        answers.append(tool("get", {"keys": keys}, user))
+        answers.append(tool("similar", {"key": keys[0], "limit": 5}, user))
     return answers
 
 
@@ -119,11 +139,16 @@ def token_report(args, user) -> None:
     print(f"#   full {spread(full)} ({len(full)} hits)")
     five = service.call("search", {"query": args.query, "limit": 5}, user)
     print(f"# a 5-hit concise search of {args.query!r}: {tokens(five)} tokens")
-    flow = [[tokens(answer) for answer in reported_before(question, user)] for question in retold]
-    print(
-        f"# four 'reported before?' questions (search 5, get top 2, similar 5): {sum(map(sum, flow))} tokens; "
-        + "; ".join(" + ".join(map(str, answers)) for answers in flow)
-    )
+    for name, way in (
+        ("check_duplicates, get 1", reported_before),
+        ("search 5, get top 2, similar 5", reported_before_old_way),
+    ):
+        flow = [[tokens(answer) for answer in way(question, user)] for question in retold]
+        total = sum(map(sum, flow))
+        print(
+            f"# four 'reported before?' questions ({name}): {total} tokens, {total / len(flow):.0f} a question; "
+            + "; ".join(" + ".join(map(str, answers)) for answers in flow)
+        )
 
 
 def load(records: int, seed: int) -> str:
@@ -185,9 +210,10 @@ def interleaved(
     # its connection stays open between calls and is closed at the end.
     worker = ThreadPoolExecutor(max_workers=1)
 
-    def in_process(tool, params) -> float:
+    def in_process(name, params) -> float:
+        params = {**DEFAULTS.get(name, {}), **params}  # what the tool answers, not REST's default
         started = time.perf_counter()
-        service.call(tool, params, user)
+        service.call(name, params, user)
         return (time.perf_counter() - started) * 1000
 
     async def over(client: Client, tool, params) -> float:
