@@ -663,9 +663,10 @@ def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_c
 
     with urllib.request.urlopen(request, timeout=30) as response:
         assert "mcp-session-id" not in {name.lower() for name in response.headers}
-        events = [line[len("data: ") :] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+        # One JSON body, not an event stream: a tool sends nothing before its result.
+        assert response.headers["Content-Type"] == "application/json"
+        answer = json.loads(response.read())
 
-    answer = json.loads(events[-1])
     assert answer["id"] == 7 and not answer["result"]["isError"]
     assert answer["result"]["structuredContent"]["results"][0]["key"]
 
@@ -710,9 +711,9 @@ def test_http_takes_the_token_in_either_scheme_as_rest_does(http_server, alice_t
     request = urllib.request.Request(http_server, json.dumps(call).encode(), headers, method="POST")
 
     with urllib.request.urlopen(request, timeout=30) as response:
-        events = [line[len("data: ") :] for line in response.read().decode().splitlines() if line.startswith("data: ")]
+        answer = json.loads(response.read())
 
-    assert "search" in {tool["name"] for tool in json.loads(events[-1])["result"]["tools"]}
+    assert "search" in {tool["name"] for tool in answer["result"]["tools"]}
 
 
 def test_over_http_a_token_that_cannot_be_checked_with_the_database_down_is_a_503_not_a_500(monkeypatch):
