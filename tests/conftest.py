@@ -299,3 +299,16 @@ def serving(server, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def forget_history() -> None:
+    """Empty the audit trail's tables (TRUNCATE: they refuse DELETE). Records
+    other modules committed and deleted leave their events behind; a test
+    that resets sequences must clear them, or its events' ids collide."""
+    from django.apps import apps
+    from django.db import connection
+
+    tables = [m._meta.db_table for m in apps.get_app_config("backlog").get_models() if m.__name__.endswith("Event")]
+    tables.append(apps.get_model("pghistory", "Context")._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE " + ", ".join(tables))

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from backlog.services import import_records
 
-from .conftest import TRAMLINE, VAT_BUG, jsonl, seeing_all_products
+from .conftest import TRAMLINE, VAT_BUG, forget_history, jsonl, seeing_all_products
 
 GOLDEN = Path(__file__).parent / "golden"
 MASKED = {"score", "keyword_score", "semantic_score", "feedback_score", "recency", "next_cursor"}
@@ -86,6 +86,7 @@ def masked(value):
 
 @pytest.fixture
 def client(db, django_user_model):
+    forget_history()  # the sequences are reset (below): other modules' events would collide
     report = import_records(jsonl(*CORPUS).splitlines())
     assert report.written and not report.problems, report.problems
     client = APIClient()

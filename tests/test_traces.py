@@ -385,7 +385,9 @@ def test_a_draft_s_trace_is_read_as_its_top_frames_and_the_prose_stays():
 
 def test_check_duplicates_with_a_pasted_trace_puts_the_bug_of_its_top_frames_first(hadoop):
     body = service.call(
-        "check_duplicates", {"title": "Nightly import job aborted", "description": ERINS_TRACE, "mode": "keyword"}, None
+        "check_duplicates",
+        {"title": "Nightly import job aborted", "description": ERINS_TRACE, "mode": "keyword", "detail": "full"},
+        None,
     )
 
     assert [hit["key"] for hit in body["results"]][:2] == ["BUG-1", "BUG-2"]
