@@ -18,6 +18,7 @@ from django.core.management.base import CommandError
 from django.db import connections
 from django.utils import timezone
 
+from backlog import audit
 from backlog.models import Bug, Product, QATest
 from connectors import hooks as hooks_module
 from connectors.models import Delivery, DeliveryStatus, Source, SyncedRecord, SyncRun
@@ -102,6 +103,13 @@ def test_edits_duplicates_deletions_and_transfers_arrive_the_way_a_sync_would_wr
 
     assert [d.status for d in deliveries] == [DeliveryStatus.DONE] * 5, [d.outcome for d in deliveries]
     assert Bug.objects.get(key="SEAMONKEY-13").title.endswith("when the second one moves mail")
+    # The audit trail says how each state came: the first sync wrote it, the webhook changed it.
+    history = audit.history(Bug.objects.get(key="SEAMONKEY-13"))
+    assert [(e["what"], e["surface"], e["who"]) for e in history] == [
+        ("insert", "sync", "github:mozilla/seamonkey"),
+        ("update", "webhook", "github:mozilla/seamonkey"),
+    ]
+    assert history[1]["changed"]["title"][1].endswith("when the second one moves mail")
     duplicate = Bug.objects.get(key="SEAMONKEY-47")
     assert (duplicate.status, duplicate.duplicate_of.key) == ("duplicate", "SEAMONKEY-12")
     assert not Bug.objects.filter(key__in=["SEAMONKEY-24", "SEAMONKEY-4"]).exists()
