@@ -443,3 +443,19 @@ def test_a_signed_body_postgresql_cannot_store_is_a_400_not_a_500(github, client
     answer = delivery.through(client)
     assert answer.status_code == 400 and said in answer.json()["error"]["message"], answer.content
     assert Delivery.objects.count() == 0
+
+
+def test_past_a_sources_rate_or_the_backlog_a_delivery_is_told_to_come_back_and_nothing_is_stored(
+    github, client, settings
+):
+    settings.WEBHOOK_RATE_PER_MINUTE = 2
+    answers = [hooks.github(github, "issues", "edited", n, SECRET).through(client) for n in (13, 14, 15)]
+    assert [a.status_code for a in answers] == [202, 202, 429]
+    assert answers[2]["Retry-After"] == "60" and "WEBHOOK_RATE_PER_MINUTE" in answers[2].json()["error"]["message"]
+
+    settings.WEBHOOK_RATE_PER_MINUTE, settings.WEBHOOK_BACKLOG = 3000, 2  # two wait to be processed
+    full = hooks.github(github, "issues", "edited", 16, SECRET).through(client)
+    assert (
+        full.status_code == 503 and full["Retry-After"] == "30" and "WEBHOOK_BACKLOG" in full.json()["error"]["message"]
+    )
+    assert sorted(Delivery.objects.values_list("upstream_id", flat=True)) == ["13", "14"]
