@@ -191,16 +191,14 @@ def _refused(request, message: str):
 
 
 def _login_context(request, **extra) -> dict:
-    from django.contrib.admin.forms import AdminAuthenticationForm
+    from .forms import PasswordSignInForm
 
-    return {
-        "form": AdminAuthenticationForm(request),
-        "next": settings.LOGIN_REDIRECT_URL,
-        "oidc": configured(),
-        "oidc_name": settings.OIDC_PROVIDER_NAME,
-        "passwords": settings.LOCAL_PASSWORDS,
-        **extra,
-    }
+    return {"form": PasswordSignInForm(request), "next": settings.LOGIN_REDIRECT_URL, **sign_in_options(), **extra}
+
+
+def sign_in_options() -> dict:
+    """What the sign-in page offers: the provider's button, the password form."""
+    return {"oidc": configured(), "oidc_name": settings.OIDC_PROVIDER_NAME, "passwords": settings.LOCAL_PASSWORDS}
 
 
 class SessionRefresh:

@@ -24,12 +24,7 @@ class SignIn(auth_views.LoginView):
     authentication_form = PasswordSignInForm
 
     def get_context_data(self, **kwargs):
-        return {
-            **super().get_context_data(**kwargs),
-            "oidc": oidc.configured(),
-            "oidc_name": settings.OIDC_PROVIDER_NAME,
-            "passwords": settings.LOCAL_PASSWORDS,
-        }
+        return {**super().get_context_data(**kwargs), **oidc.sign_in_options()}
 
 
 def admin_login(request, extra_context=None):
@@ -37,7 +32,7 @@ def admin_login(request, extra_context=None):
     if oidc.configured() or not settings.LOCAL_PASSWORDS:
         wanted = request.GET.get("next") or reverse("admin:index")
         return HttpResponseRedirect(f"{reverse('ui:login')}?{urlencode({'next': wanted})}")
-    return admin.site.__class__.login(admin.site, request, extra_context)
+    return admin.site.login(request, extra_context)
 
 
 class NewToken(forms.Form):
@@ -56,7 +51,8 @@ def tokens_page(request):
     """A person's own API tokens: make one (its key shown this once), see when each was used, revoke one."""
     form, made = NewToken(), None
     if request.method == "POST" and "revoke" in request.POST:
-        token = ApiToken.objects.filter(user=request.user, pk=request.POST.get("revoke")).first()
+        wanted = request.POST["revoke"]
+        token = ApiToken.objects.filter(user=request.user, pk=wanted).first() if wanted.isdigit() else None
         if token is not None:
             tokens.revoke(token)
     elif request.method == "POST":

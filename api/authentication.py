@@ -17,29 +17,22 @@ SCHEMES = ("Token", "Bearer")
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
-    """DRF's class in name (the schema's `tokenAuth` comes from it), ours in substance."""
-
-    keyword = "Token"
+    """DRF's header parsing (and the schema's `tokenAuth`), with the scheme sent and our tokens."""
 
     def authenticate(self, request):
-        parts = authentication.get_authorization_header(request).split()
-        if not parts or parts[0].lower() not in {scheme.lower().encode() for scheme in SCHEMES}:
-            return None
-        self.keyword = next(s for s in SCHEMES if s.lower().encode() == parts[0].lower())
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Invalid token header: give the token after the scheme, no spaces.")
-        try:
-            key = parts[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        scheme = authentication.get_authorization_header(request).split()[:1]
+        for keyword in SCHEMES:
+            if scheme and scheme[0].lower() == keyword.lower().encode():
+                # DRF makes its authenticators anew for each request: this one reads the scheme it was sent.
+                self.keyword = keyword
+        return super().authenticate(request)
+
+    def authenticate_credentials(self, key):
         token = tokens.check(key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         pghistory.context(token=f"{token.name} ({token.prefix}…)")  # the audit trail's, for a write
         return token.user, token
-
-    def authenticate_header(self, request):
-        return self.keyword
 
 
 class TokenMayWrite(permissions.BasePermission):

@@ -16,10 +16,14 @@ The event tables refuse UPDATE and DELETE (append_only): history is never
 rewritten by the app; the tables' owner may still drop that trigger.
 """
 
+import functools
+
 from pghistory import context
 from pghistory.middleware import HistoryMiddleware
 
 SURFACES = [("/admin/", "admin"), ("/api/import", "import (REST)"), ("/api/", "REST"), ("/hooks/", "webhook")]
+# Every surface an event can name: a request's (by its path, else the UI's), and those of `surface()`'s callers.
+SURFACE_NAMES = [*dict.fromkeys(name for _, name in SURFACES), "UI", "sync", "import", "seed_demo"]
 
 
 class AuditMiddleware(HistoryMiddleware):
@@ -31,6 +35,22 @@ class AuditMiddleware(HistoryMiddleware):
 def surface(name: str, **more):
     """The context of writes made outside a request: `with surface("sync", source=...)`."""
     return context(surface=name, **more)
+
+
+def in_surface(name: str, **more):
+    """`surface` around each call of the function it decorates: a context made
+    anew for each call (one pghistory.context used as a decorator is entered
+    again and again, and loses its metadata inside another context)."""
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapped(*args, **kwargs):
+            with surface(name, **more):
+                return function(*args, **kwargs)
+
+        return wrapped
+
+    return decorate
 
 
 # A relation's column in a diff, and what the page calls it (its value shown as the record's key).

@@ -6,8 +6,7 @@ from django.contrib import admin
 from pghistory.admin import EventsAdmin
 
 from .access import sees_all_products
-
-SURFACES = ("admin", "REST", "import (REST)", "UI", "webhook", "sync", "import", "seed_demo")
+from .audit import SURFACE_NAMES
 
 
 class SurfaceFilter(admin.SimpleListFilter):
@@ -15,7 +14,7 @@ class SurfaceFilter(admin.SimpleListFilter):
     parameter_name = "surface"
 
     def lookups(self, request, model_admin):
-        return [(name, name) for name in SURFACES]
+        return [(name, name) for name in SURFACE_NAMES]
 
     def queryset(self, request, queryset):
         return queryset.filter(pgh_context__surface=self.value()) if self.value() else queryset

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from backlog.audit import surface
+from backlog.audit import in_surface
 from backlog.services import import_records
 
 from ._progress import progress_bars
@@ -33,11 +33,8 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
-    def handle(self, *args, **options):
-        with surface("import", command="import_records"):
-            return self._handle(*args, **options)
-
-    def _handle(self, file, skip_invalid, dry_run, progress, **options):
+    @in_surface("import", command="import_records")  # the audit trail's context of what it writes
+    def handle(self, file, skip_invalid, dry_run, progress, **options):
         if file == "-":
             report = import_records(
                 sys.stdin.buffer, skip_invalid=skip_invalid, dry_run=dry_run, progress=progress_bars(progress)

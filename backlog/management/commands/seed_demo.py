@@ -2,7 +2,7 @@ from itertools import islice
 
 from django.core.management.base import BaseCommand, CommandError
 
-from backlog.audit import surface
+from backlog.audit import in_surface
 from backlog.demo import generate
 from backlog.interchange import dumps
 from backlog.models import RECORD_MODELS
@@ -25,11 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--progress", action="store_true", default=None)
         parser.add_argument("--no-progress", dest="progress", action="store_false")
 
-    def handle(self, *args, **options):
-        with surface("seed_demo", command="seed_demo"):
-            return self._handle(*args, **options)
-
-    def _handle(self, records, seed, output, if_empty, progress, **options):
+    @in_surface("seed_demo", command="seed_demo")  # the audit trail's context of what it writes
+    def handle(self, records, seed, output, if_empty, progress, **options):
         if records < 1:
             raise CommandError("--records must be at least 1.")
         bars = progress_bars(progress)

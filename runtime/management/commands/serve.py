@@ -111,9 +111,7 @@ class Command(BaseCommand):
         if admin is None:
             password = settings.ADMIN_PASSWORD or secrets.token_urlsafe(12)
             if not settings.ADMIN_PASSWORD:
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                kept.write_text(password + "\n")
-                kept.chmod(0o600)
+                keep_secret(kept, password)
             admin = User.objects.create_superuser(username, f"{username}@localhost", password)
         if settings.ADMIN_PASSWORD:
             if admin.check_password(settings.ADMIN_PASSWORD):
@@ -124,9 +122,7 @@ class Command(BaseCommand):
             password = path.read_text().strip() if path.is_file() else ""
             if password and admin.check_password(password):
                 if path != kept:
-                    kept.parent.mkdir(parents=True, exist_ok=True)
-                    kept.write_text(password + "\n")
-                    kept.chmod(0o600)
+                    keep_secret(kept, password)
                 return username, f"password {password} (kept in {kept.relative_to(settings.BASE_DIR)})"
         return username, "the password you set for it"
 
@@ -146,15 +142,20 @@ class Command(BaseCommand):
             return key
         user = get_user_model().objects.get(username=username)
         _, key = tokens.issue(user, "printed by manage.py serve", Scope.WRITE)
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(key + "\n")
-        kept.chmod(0o600)
+        keep_secret(kept, key)
         return key
 
     def database_description(self) -> str:
         if settings.EMBEDDED_DATABASE:
             return f"embedded PostgreSQL, data in {settings.EMBEDDED_PG_DIR}"
         return "DATABASE_URL"
+
+
+def keep_secret(path: Path, secret: str) -> None:
+    """Write `secret` to `path`, readable by this user only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(secret + "\n")
+    path.chmod(0o600)
 
 
 def admin_password_file() -> Path:
