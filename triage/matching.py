@@ -44,7 +44,7 @@ from .failures import Reading
 DEPTH = 10  # candidates weighed per cause
 SHOWN = 3  # suggestions a group shows
 SUGGEST_FROM = 0.15  # below it a candidate shares too little with the failure to be worth a look
-FRAMES_READ = 5  # the failure's top frames compared (search.query.traces.FRAMES)
+FRAMES_READ = traces.FRAMES  # the failure's top frames compared: as many as search reads
 WORD_WEIGHT = 0.5
 NO_FRAMES_CEILING = 0.6
 KNOWN_FROM = dict(duplicates.BANDS)["medium"]
@@ -65,6 +65,11 @@ class Match:
     words: list[str]
     decision: str | None = None
     rank: int = 0  # in search's order
+
+    @property
+    def why(self) -> dict:
+        """What triage.contract.MatchWhy shows: read with the other fields by Suggestion (from_attributes)."""
+        return {"frames": self.frames, "words": self.words}
 
 
 def scope_for(product_key: str, user) -> Scope:

@@ -20,6 +20,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import timedelta
+from itertools import takewhile
 from typing import Any
 
 from django.conf import settings
@@ -40,7 +41,6 @@ from .contract import (
     Draft,
     FailedTest,
     Group,
-    MatchWhy,
     Suggestion,
     TriageRequest,
     TriageResponse,
@@ -105,19 +105,22 @@ def triage(report: bytes | str, product_key: str, user=None, name: str = "") -> 
             skipped=sum(case.outcome == "skipped" for case in cases),
             flaky=sum(case.flaky for case in cases),
         )
-        Failure.objects.bulk_create(
-            Failure(
-                run=run,
-                test=case.full_name[:1000],
-                signature=signature,
-                outcome=case.outcome if case.outcome in junit.FAILED else "failure",
-                flaky=case.flaky,
-                bug_id=_verdict(matched[signature])[0].bug_id if _verdict(matched[signature]) else None,
-                band=_verdict(matched[signature])[0].band if _verdict(matched[signature]) else "",
-            )
-            for signature, members in groups.items()
-            for case in members
-        )
+        rows = []
+        for signature, members in groups.items():
+            top = _known(matched[signature])
+            rows += [
+                Failure(
+                    run=run,
+                    test=case.full_name[:1000],
+                    signature=signature,
+                    outcome=case.outcome if case.outcome in junit.FAILED else "failure",
+                    flaky=case.flaky,
+                    bug_id=top.bug_id if top else None,
+                    band=top.band if top else "",
+                )
+                for case in members
+            ]
+        Failure.objects.bulk_create(rows)
         history = _history(run, list(groups), [case.full_name[:1000] for case in failed])
         run.answer = _answer(run, product, readings, groups, matched, tests, history).model_dump(mode="json")
         run.save(update_fields=["answer"])
@@ -137,8 +140,9 @@ def decide(run_id: int, params: Mapping[str, Any], user=None) -> dict:
     request = parse(DecisionRequest, params)
     with transaction.atomic():
         run = _run(run_id, user, lock=True)
-        group = next((g for g in run.answer["groups"] if g["signature"] == request.signature), None)
-        if group is None:
+        groups = run.answer["groups"]
+        index = next((i for i, g in enumerate(groups) if g["signature"] == request.signature), None)
+        if index is None:
             raise SearchError(f"signature: run {run_id} has no cause {request.signature}; take one of its groups'.")
         bug = Bug.objects.filter(product=run.product, key__iexact=request.bug).first()
         if bug is None:
@@ -154,7 +158,7 @@ def decide(run_id: int, params: Mapping[str, Any], user=None) -> dict:
                 "run": run,
             },
         )
-        _redecide(group, bug, request.decision)
+        groups[index] = _redecide(groups[index], bug, request.decision)
         run.save(update_fields=["answer"])
     return run.answer
 
@@ -199,9 +203,23 @@ def _kept() -> timedelta:
     return timedelta(days=settings.TRIAGE_KEEP_DAYS)
 
 
-def _verdict(matches: list[matching.Match]) -> list[matching.Match]:
-    """[the likeliest bug] when it is likely enough to call the cause known, else []."""
-    return matches[:1] if matches and matches[0].confidence >= matching.KNOWN_FROM else []
+def _known(matches: list) -> Any:
+    """The likeliest bug (of Matches or Suggestions, best first) when it is likely enough
+    to call the cause known, else None."""
+    return matches[0] if matches and matches[0].confidence >= matching.KNOWN_FROM else None
+
+
+def _verdict(matches: list) -> dict:
+    """A group's verdict, bug and band (the last two None when it is new)."""
+    top = _known(matches)
+    return {"verdict": "known" if top else "new", "bug": top.key if top else None, "band": top.band if top else None}
+
+
+def _confirmed(bug: Bug) -> matching.Match:
+    """A bug a curator confirmed for a cause: first, in the high band, whatever the evidence."""
+    return matching.Match(
+        bug.id, bug.key, bug.title, bug.status, bug.severity, 1.0, "high", (0, 0), [], Decision.CONFIRMED
+    )
 
 
 def _apply_decisions(product: Product, matched: dict[str, list[matching.Match]]) -> None:
@@ -211,36 +229,16 @@ def _apply_decisions(product: Product, matched: dict[str, list[matching.Match]])
         matches = matched[decision.signature]
         matches[:] = [m for m in matches if m.bug_id != decision.bug_id]
         if decision.decision == Decision.CONFIRMED:
-            bug = decision.bug
-            confirmed = matching.Match(
-                bug.id, bug.key, bug.title, bug.status, bug.severity, 1.0, "high", (0, 0), [], Decision.CONFIRMED
-            )
-            matches.insert(0, confirmed)
+            matches.insert(0, _confirmed(decision.bug))
 
 
-def _redecide(group: dict, bug: Bug, decision: str) -> None:
-    """A stored group after a decision, as _apply_decisions would have answered it."""
-    suggestions = [s for s in group["suggestions"] if s["key"] != bug.key]
+def _redecide(group: dict, bug: Bug, decision: str) -> dict:
+    """A stored group after a decision, as _apply_decisions and _answer would have answered it."""
+    suggestions = [Suggestion.model_validate(s) for s in group["suggestions"] if s["key"] != bug.key]
     if decision == Decision.CONFIRMED:
-        confirmed = Suggestion(
-            key=bug.key,
-            title=bug.title,
-            status=bug.status,
-            severity=bug.severity,
-            confidence=1.0,
-            band="high",
-            decision="confirmed",
-            why=MatchWhy(frames=[0, 0], words=[]),
-        )
-        suggestions.insert(0, confirmed.model_dump(mode="json"))
-    group["suggestions"] = suggestions[: matching.SHOWN]
-    top = suggestions[0] if suggestions else None
-    known = top is not None and top["confidence"] >= matching.KNOWN_FROM
-    group["verdict"] = "known" if known else "new"
-    group["bug"], group["band"] = (top["key"], top["band"]) if known else (None, None)
-    for name in ("bug", "band"):
-        if group[name] is None:
-            del group[name]
+        suggestions.insert(0, _suggestion(_confirmed(bug)))
+    suggestions = suggestions[: matching.SHOWN]
+    return Group.model_validate({**group, "suggestions": suggestions, **_verdict(suggestions)}).model_dump(mode="json")
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -296,14 +294,7 @@ def _history(run: Run, signatures: list[str], tests: list[str]) -> dict:
     failed_in = defaultdict(set)
     for test, run_id in Failure.objects.filter(run_id__in=recent, test__in=set(tests)).values_list("test", "run_id"):
         failed_in[test].add(run_id)
-    streak = {}
-    for test in tests:
-        count = 0
-        for run_id in recent:
-            if run_id not in failed_in[test]:
-                break
-            count += 1
-        streak[test] = count
+    streak = {test: sum(1 for _ in takewhile(failed_in[test].__contains__, recent)) for test in tests}
     return {"seen": seen, "streak": streak}
 
 
@@ -311,16 +302,13 @@ def _answer(run, product, readings, groups, matched, tests, history) -> TriageRe
     built = []
     for signature, members in sorted(groups.items(), key=lambda item: -len(item[1])):
         reading, matches = readings[signature], matched[signature]
-        verdict = _verdict(matches)
         first_seen, runs_seen = history["seen"].get(signature, (run.created_at, 1))
         built.append(
             Group(
                 signature=signature,
                 cause=reading.cause,
                 frames=list(reading.frames[:3]),
-                verdict="known" if verdict else "new",
-                bug=verdict[0].key if verdict else None,
-                band=verdict[0].band if verdict else None,
+                **_verdict(matches),
                 suggestions=[_suggestion(m) for m in matches if m.confidence >= matching.SUGGEST_FROM][
                     : matching.SHOWN
                 ],
@@ -341,16 +329,7 @@ def _answer(run, product, readings, groups, matched, tests, history) -> TriageRe
 
 
 def _suggestion(m: matching.Match) -> Suggestion:
-    return Suggestion(
-        key=m.key,
-        title=m.title,
-        status=m.status,
-        severity=m.severity,
-        confidence=m.confidence,
-        band=m.band,
-        decision=m.decision,
-        why=MatchWhy(frames=list(m.frames), words=m.words),
-    )
+    return Suggestion.model_validate(m, from_attributes=True)
 
 
 def _failed(case: junit.Case, tests: dict, history: dict) -> FailedTest:
