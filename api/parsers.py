@@ -44,11 +44,7 @@ class JSONLinesParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None) -> Iterator[bytes]:
         limit = settings.IMPORT_MAX_BYTES
-        try:
-            declared = int(parser_context["request"].META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            declared = 0
-        if declared > limit:
+        if declared_length(parser_context) > limit:
             raise too_large(limit)
         return _lines(stream, limit)
 
@@ -62,6 +58,14 @@ class PlainTextParser(JSONLinesParser):
 
 
 PARSERS = [JSONLinesParser, JSONLParser, PlainTextParser]
+
+
+def declared_length(parser_context) -> int:
+    """The body's Content-Length, 0 when none (or not a number) is declared."""
+    try:
+        return int(parser_context["request"].META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
 
 
 def unsized_body(request):

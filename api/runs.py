@@ -14,12 +14,12 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from search.service import one_value
 from triage import service
-from triage.junit import TooLarge
+from triage.junit import too_large
 
 from . import schema, throttles
-from .parsers import JSONParser
+from .parsers import JSONParser, declared_length
+from .views import OneValueEach
 
 
 class XMLBodyParser(BaseParser):
@@ -30,28 +30,16 @@ class XMLBodyParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None) -> bytes:
         limit = settings.TRIAGE_MAX_BYTES
-        try:
-            declared = int(parser_context["request"].META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            declared = 0
-        if declared > limit:
-            raise _too_large(declared)
+        if (declared := declared_length(parser_context)) > limit:
+            raise too_large(declared)
         data = stream.read(limit + 1) if stream is not None else b""
         if len(data) > limit:
-            raise _too_large(None)
+            raise too_large(None)
         return data
 
 
 class TextXMLBodyParser(XMLBodyParser):
     media_type = "text/xml"
-
-
-def _too_large(size: int | None) -> TooLarge:
-    sent = f"{size:,} bytes" if size else "larger"
-    return TooLarge(
-        f"The report is {sent}; the limit is {settings.TRIAGE_MAX_BYTES:,} (TRIAGE_MAX_BYTES). Send the failing "
-        "suites only, or run `manage.py triage FILE --product KEY` on the server."
-    )
 
 
 TRIAGE = "the run's triage: its groups, verdicts and suggestions (docs/triage.md, triage/contract.py)"
@@ -62,7 +50,7 @@ QUERY = [
 ]
 
 
-class RunsView(APIView):
+class RunsView(OneValueEach, APIView):
     parser_classes = [XMLBodyParser, TextXMLBodyParser, MultiPartParser, JSONParser]
     throttle_classes = [throttles.SearchRateThrottle]
 
@@ -81,7 +69,7 @@ class RunsView(APIView):
         tags=["triage"],
     )
     def post(self, request):
-        params = {name: one_value(name, values) for name, values in request.query_params.lists()}
+        params = request.query_params.dict()  # one value each (OneValueEach)
         name = params.pop("name", "")
         try:
             body = request.data
@@ -95,14 +83,14 @@ class RunsView(APIView):
             return Response(service.call(params, request.user, data=body, name=name))
         if upload := request.FILES.get("file"):
             if upload.size > settings.TRIAGE_MAX_BYTES:
-                raise _too_large(upload.size)
+                raise too_large(upload.size)
             return Response(service.call(params, request.user, data=upload.read(), name=name or upload.name))
         if not hasattr(body, "items") or not body:
             raise ValidationError("The body is empty: send the JUnit report (application/xml), or a multipart `file`.")
         return Response(service.call({**params, **body}, request.user, name=name))
 
 
-class RunView(APIView):
+class RunView(OneValueEach, APIView):
     @extend_schema(
         summary="A stored run's triage",
         parameters=QUERY[2:],
@@ -110,8 +98,7 @@ class RunView(APIView):
         tags=["triage"],
     )
     def get(self, request, run: int):
-        params = {name: one_value(name, values) for name, values in request.query_params.lists()}
-        return Response(service.call({**params, "run": run}, request.user))
+        return Response(service.call({**request.query_params.dict(), "run": run}, request.user))
 
 
 class DecisionsView(APIView):

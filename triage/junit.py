@@ -47,6 +47,15 @@ class TooLarge(JUnitError):
     code = "too_large"
 
 
+def too_large(size: int | None) -> TooLarge:
+    """A report over TRIAGE_MAX_BYTES (`size` None: found while reading it)."""
+    sent = f"{size:,} bytes" if size else "larger"
+    return TooLarge(
+        f"The report is {sent}; the limit is {settings.TRIAGE_MAX_BYTES:,} (TRIAGE_MAX_BYTES). Send the failing "
+        "suites only, or raise the limit."
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     """One test case's outcome. `text` is what the runner printed for its failure
@@ -78,13 +87,9 @@ class Case:
 def read(data: bytes | str) -> list[Case]:
     """The test cases of a JUnit report, in file order; JUnitError when it is not one."""
     size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
-    limit = settings.TRIAGE_MAX_BYTES
-    if size > limit:
-        raise TooLarge(
-            f"The report is {size:,} bytes; the limit is {limit:,} (TRIAGE_MAX_BYTES). Send the failing "
-            "suites only, or raise the limit."
-        )
-    if not size or not (data.strip() if isinstance(data, str) else data.strip()):
+    if size > settings.TRIAGE_MAX_BYTES:
+        raise too_large(size)
+    if not data.strip():
         raise JUnitError("The report is empty: send a JUnit XML file (<testsuites> or <testsuite>).")
     root, lines = _parse(data)
     tag = _local(root.tag)

@@ -44,7 +44,7 @@ def triage_run(request):
         "error": error,
         "products": products,
         "chosen": (answer or {}).get("product") or request.POST.get("product", ""),
-        "report_links": _report_links(answer),
+        "groups": _with_report_links(answer),
     }
     return render(request, "ui/triage.html", context, status=status)
 
@@ -64,12 +64,11 @@ def decide(request, run: int):
     return redirect(f"{reverse('ui:triage')}?run={run}#group-{params['signature']}")
 
 
-def _report_links(answer: dict | None) -> dict[str, str]:
-    """signature -> the report-a-bug page prefilled with that cause's draft."""
+def _with_report_links(answer: dict | None) -> list[tuple[dict, str]]:
+    """Each group with the report-a-bug page prefilled from its draft."""
     if not answer:
-        return {}
+        return []
     base = reverse("ui:report_bug")
-    return {
-        group["signature"]: f"{base}?{urlencode({'product': answer['product'], **group['draft']})}"
-        for group in answer["groups"]
-    }
+    return [
+        (group, f"{base}?{urlencode({'product': answer['product'], **group['draft']})}") for group in answer["groups"]
+    ]
