@@ -16,10 +16,10 @@ from search.ranking import config, facets, layout, sampling, statistics
 from search.ranking.rows import (
     GATHERED_COLUMNS,
     ArmResult,
-    best_rows_json,
     gather,
     info_columns,
     info_params,
+    match_set,
     parse_ranked,
     ranked_json,
 )
@@ -40,34 +40,11 @@ def newest(scope: Scope, depth: int) -> ArmResult:
     cap = config.current().exact_limit
     params = {**scope.params, **info_params(), "cap": cap, "depth": depth}
     created = "extract(epoch FROM d.created_at)::float8"
-    if layout.distributed():  # the records themselves, gathered (rows.gather)
-        count, facet_rows, ranked, info = gather(
-            f"SELECT {GATHERED_COLUMNS}, {created} AS score, {info_columns('d')} "
-            f"FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1",
-            params,
-            depth,
-        )
-        if count <= cap:
-            return ArmResult(_unscored(ranked), count, True, facets.from_rows(facet_rows), "", info)
-    else:
-        with db.cursor() as cursor:
-            cursor.execute(
-                f"""
-                WITH m AS MATERIALIZED (
-                    SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {created} AS score
-                    FROM search_document d WHERE {scope.where} LIMIT %(cap)s::int + 1
-                ), n AS (SELECT count(*) AS c FROM m)
-                SELECT (SELECT c FROM n),
-                       CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
-                       CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
-                """,
-                params,
-            )
-            count, facet_rows, rows = cursor.fetchone()
-        if count <= cap:
-            ranked, info = parse_ranked(rows)
-            return ArmResult(_unscored(ranked), count, True, facets.from_rows(facet_rows), "", info)
-    newest_rows = f"FROM search_document d WHERE {scope.where} ORDER BY d.created_at DESC, d.id LIMIT %(depth)s"
+    everything = f"FROM search_document d WHERE {scope.where}"
+    count, facet_rows, ranked, info, _ = match_set(created, everything, params, depth)
+    if count <= cap:
+        return ArmResult(_unscored(ranked), count, True, facets.from_rows(facet_rows), "", info)
+    newest_rows = f"{everything} ORDER BY d.created_at DESC, d.id LIMIT %(depth)s"
     with db.atomic(), db.cursor() as cursor:
         layout.set_local(cursor, "enable_bitmapscan = off")
         if layout.distributed():

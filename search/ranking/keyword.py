@@ -30,6 +30,7 @@ from search.ranking.rows import (
     gather,
     info_columns,
     info_params,
+    match_set,
     parse_ranked,
 )
 
@@ -134,32 +135,7 @@ def rank(plan: Plan, scope: Scope, depth: int) -> ArmResult:
     score, params = score_sql(plan, "d")
     params = {**params, **scope.params, **info_params(), "match": plan.match, "cap": cap, "depth": depth}
     matches = f"FROM search_document d WHERE {scope.words('%(match)s::tsquery')} AND ({scope.where})"
-    if layout.distributed():  # the matches themselves, each with its score and info (rows.gather)
-        count, facet_rows, ranked, info = gather(
-            f"SELECT {GATHERED_COLUMNS}, {score} AS score, {info_columns('d')} {matches} LIMIT %(cap)s::int + 1",
-            params,
-            depth,
-        )
-        pages = None  # no page order to extrapolate from (PAGES_READ_SQL)
-    else:
-        with db.cursor() as cursor:
-            cursor.execute(
-                f"""
-                WITH m AS MATERIALIZED (
-                    SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
-                    {matches}
-                    LIMIT %(cap)s::int + 1
-                ), n AS (SELECT count(*) AS c FROM m)
-                SELECT
-                    (SELECT c FROM n),
-                    CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
-                    CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END,
-                    CASE WHEN (SELECT c FROM n) > %(cap)s THEN ({PAGES_READ_SQL}) END
-                """,
-                params,
-            )
-            count, facet_rows, rows, pages = cursor.fetchone()
-        ranked, info = parse_ranked(rows)
+    count, facet_rows, ranked, info, pages = match_set(score, matches, params, depth, over_cap=PAGES_READ_SQL)
     if count <= cap:
         return ArmResult(ranked, count, True, facets.from_rows(facet_rows), plan.match, info)
     # Broad after all: rank a bounded candidate set, estimate total and facets.

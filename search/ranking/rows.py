@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from search import db
 from search.indexing.embeddings import active_model_id
-from search.ranking import facets
+from search.ranking import facets, layout
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,40 @@ def gather(sql: str, params: dict, depth: int) -> tuple[int, list, list[tuple[in
     ranked = [(int(row[0]), float(row[5])) for row in best]
     info = {int(row[0]): RowInfo(float(row[6]), float(row[7]), row[8], row[9]) for row in best}
     return len(rows), facets.grouped(row[1:5] for row in rows), ranked, info
+
+
+def match_set(
+    score: str, matches: str, params: dict, depth: int, over_cap: str | None = None
+) -> tuple[int, list | None, list[tuple[int, float]], dict[int, RowInfo], object]:
+    """The rows of `matches` ("FROM search_document d WHERE ..."), at most
+    %(cap)s + 1, each scored by `score` (SQL over `d`): (how many, their
+    FACETS_SQL rows, the best %(depth)s as (id, score) best first, their
+    RowInfo, `over_cap`'s value). One statement; the facets and the best rows
+    only mean something when there are at most %(cap)s, and `over_cap` (SQL
+    over the match set `m`, read when there are more) is None on a distributed
+    table, where `gather` reads the rows themselves."""
+    if layout.distributed():
+        sql = f"SELECT {GATHERED_COLUMNS}, {score} AS score, {info_columns('d')} {matches} LIMIT %(cap)s::int + 1"
+        return (*gather(sql, params, depth), None)
+    extra = f", CASE WHEN (SELECT c FROM n) > %(cap)s THEN ({over_cap}) END" if over_cap else ""
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH m AS MATERIALIZED (
+                SELECT d.id, d.ctid AS tid, d.kind, d.product_id, d.status, d.severity, {score} AS score
+                {matches}
+                LIMIT %(cap)s::int + 1
+            ), n AS (SELECT count(*) AS c FROM m)
+            SELECT
+                (SELECT c FROM n),
+                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({facets.FACETS_SQL.format(source="m")}) END,
+                CASE WHEN (SELECT c FROM n) <= %(cap)s THEN ({best_rows_json("m")}) END
+                {extra}
+            """,
+            params,
+        )
+        count, facet_rows, rows, *over = cursor.fetchone()
+    return (count, facet_rows, *parse_ranked(rows), over[0] if over else None)
 
 
 def parse_ranked(rows) -> tuple[list[tuple[int, float]], dict[int, RowInfo]]:
