@@ -173,7 +173,7 @@ def _page_rows(ids: list[int], terms: list[str], vector) -> dict[int, dict]:
     one statement (and their keys in a second on a distributed index)."""
     literal = None if vector is None else semantic.vector_literal(vector)
     # The product's, feature's and duplicated bug's keys joined in; on a
-    # distributed index read after (keys.of), the ids in their place meanwhile.
+    # distributed index read after (keys.name), the ids in their place meanwhile.
     distributed = layout.distributed()
     if distributed:
         named, joined = "d.product_id, d.feature_id, CASE WHEN d.kind = 'bug' THEN d.record_id END", ""
@@ -203,16 +203,8 @@ def _page_rows(ids: list[int], terms: list[str], vector) -> dict[int, dict]:
             "record_id key title status severity created_at shared title_shared similarity product feature duplicate_of"
         ).split()
         rows = {row[0]: dict(zip(columns, row[1:], strict=True)) for row in cursor.fetchall()}
-    if distributed and rows:
-        found = keys.of(
-            products=[r["product"] for r in rows.values()],
-            features=[r["feature"] for r in rows.values()],
-            bugs=[r["duplicate_of"] for r in rows.values()],
-        )
-        for row in rows.values():
-            row["product"] = found["product"].get(row["product"])
-            row["feature"] = found["feature"].get(row["feature"])
-            row["duplicate_of"] = found["duplicate_of"].get(row["duplicate_of"])
+    if distributed:
+        keys.name(rows.values(), product="product", feature="feature", duplicate_of="duplicate_of")
     for row in rows.values():
         row["shared"], row["title_shared"] = set(row["shared"]), set(row["title_shared"])
     return rows

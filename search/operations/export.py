@@ -171,30 +171,26 @@ def _documents(ids: list[int], user, since: datetime | None = None) -> list[dict
     """The index rows of `ids` that `user` may still see (updated after `since`), in the order of `ids`."""
     scope = access_scope(user)
     newer = "d.updated_at > %(since)s" if since else "TRUE"
-    # The product's and feature's keys joined in; on a distributed index read after (keys.of).
+    # The product's and feature's keys joined in; on a distributed index read after (keys.name).
     distributed = layout.distributed()
-    joined = (
-        ("d.product_id AS product, d.feature_id AS feature", "")
-        if distributed
-        else (
-            "p.key AS product, f.key AS feature",
-            "LEFT JOIN backlog_product p ON p.id = d.product_id LEFT JOIN backlog_feature f ON f.id = d.feature_id ",
+    if distributed:
+        named, joined = "d.product_id AS product, d.feature_id AS feature", ""
+    else:
+        named = "p.key AS product, f.key AS feature"
+        joined = (
+            "LEFT JOIN backlog_product p ON p.id = d.product_id LEFT JOIN backlog_feature f ON f.id = d.feature_id "
         )
-    )
     with db.cursor() as cursor:
         cursor.execute(
-            f"SELECT d.id, d.kind, d.record_id, d.key, {joined[0]}, d.title, d.status, "
-            f"d.severity, d.created_at, d.updated_at FROM search_document d {joined[1]}"
+            f"SELECT d.id, d.kind, d.record_id, d.key, {named}, d.title, d.status, "
+            f"d.severity, d.created_at, d.updated_at FROM search_document d {joined}"
             f"WHERE d.id = ANY(%(ids)s) AND {newer} AND ({scope.where})",
             {"ids": ids, "since": since, **scope.params},
         )
         names = [column.name for column in cursor.description]
         found = {row[0]: dict(zip(names, row, strict=True)) for row in cursor.fetchall()}
-    if distributed and found:
-        rows = found.values()
-        named = keys.of(products=[r["product"] for r in rows], features=[r["feature"] for r in rows])
-        for row in rows:
-            row["product"], row["feature"] = named["product"].get(row["product"]), named["feature"].get(row["feature"])
+    if distributed:
+        keys.name(found.values(), product="product", feature="feature")
     return [found[doc_id] for doc_id in ids if doc_id in found]
 
 

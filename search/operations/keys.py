@@ -28,3 +28,20 @@ def of(products=(), features=(), bugs=()) -> dict[str, dict[int, str]]:
         for kind, pk, key in cursor.fetchall():
             found[kind][pk] = key
     return found
+
+
+# The relations `of` reads, and the argument each takes its ids by.
+_ARGUMENTS = {"product": "products", "feature": "features", "duplicate_of": "bugs"}
+
+
+def name(rows, **fields: str) -> None:
+    """In each of `rows` (dicts), the ids under `fields[relation]` (relation:
+    product, feature or duplicate_of, which holds the bug's own id) replaced
+    by the keys `of` reads for them, in one statement (none without rows)."""
+    rows = list(rows)
+    if not rows:
+        return
+    found = of(**{_ARGUMENTS[relation]: [row[field] for row in rows] for relation, field in fields.items()})
+    for row in rows:
+        for relation, field in fields.items():
+            row[field] = found[relation].get(row[field])

@@ -5,7 +5,7 @@ Both read `search_document` with the ORM, cut to what the user may see by
 form for ranking), so they show nothing a search would not.
 """
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, Window
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.functions import Upper
 
 from backlog.access import visible
@@ -46,14 +46,11 @@ def _documents(user) -> QuerySet:
 
 def _with_keys(documents: QuerySet, *fields: str) -> list[dict]:
     """`fields` of `documents` (from _documents) with product_key and feature_key:
-    joined in on one server, read after on a distributed index (keys.of)."""
+    joined in on one server, read after on a distributed index (keys.name)."""
     if not layout.distributed():
         return list(documents.values(*fields, "product_key", "feature_key"))
-    rows = list(documents.values(*fields))
-    found = keys.of(products=[r["product_id"] for r in rows], features=[r["feature_id"] for r in rows])
-    for row in rows:
-        row["product_key"] = found["product"].get(row["product_id"])
-        row["feature_key"] = found["feature"].get(row["feature_id"])
+    rows = list(documents.values(*fields, product_key=F("product_id"), feature_key=F("feature_id")))
+    keys.name(rows, product="product_key", feature="feature_key")
     return rows
 
 
