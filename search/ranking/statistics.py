@@ -181,15 +181,13 @@ def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
     shards = _shard_statistics()
     n = sum(max(rows, 0.0) for rows, _, _ in shards)
     unanalyzed = any(rows < 0 and size > 0 for rows, size, _ in shards)
-    freq = {}
+    counted = n
     if unanalyzed or n < CACHED_FROM:
         with db.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM search_document")
             counted = cursor.fetchone()[0]
-        if unanalyzed or counted != n:
-            n = counted
-        else:
-            freq = _combined(shards, n, config.current().exact_limit)
+    if unanalyzed or counted != n:
+        n, freq = counted, {}
     else:
         freq = _combined(shards, n, config.current().exact_limit)
     n = float(max(n, 1))

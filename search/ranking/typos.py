@@ -149,8 +149,11 @@ def _close_words(cursor, unknown: list[str], scope: Scope) -> dict[str, str]:
     )
     params = {"titles_read": TITLES_READ}
     for i, word in enumerate(unknown):
-        params |= {f"word{i}": word, f"shortest{i}": len(word) - MAX_LENGTH_CHANGE}
-        params[f"longest{i}"] = len(word) + MAX_LENGTH_CHANGE
+        params |= {
+            f"word{i}": word,
+            f"shortest{i}": len(word) - MAX_LENGTH_CHANGE,
+            f"longest{i}": len(word) + MAX_LENGTH_CHANGE,
+        }
     cursor.execute(f"SELECT {closest}", {**params, **scope.params})
     tallies = cursor.fetchone()
     layout.set_local(cursor, "enable_seqscan = on")
