@@ -47,7 +47,7 @@ from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
 from backlog.models import Product
 from backlog.text import SURROGATE_PROBLEM, surrogate_at
 
-from .base import Connector, HookEvent, ProductInfo, SyncError
+from .base import Connector, ProductInfo, SyncError
 from .http import UpstreamError
 from .models import Delivery, DeliveryStatus, Source, SyncedRecord
 from .sync import ITEM_MODELS, UNREADABLE, _delete_records, _mapped, _Tally, _Writer, connect
@@ -74,7 +74,6 @@ class Refused(Exception):
 class Taken:
     status: str  # "accepted", "duplicate", "ignored", "pong"
     message: str
-    deliveries: int = 0
 
 
 # -- receiving ----------------------------------------------------------------------------------
@@ -90,7 +89,7 @@ def receive(kind: str, headers, body: bytes) -> Taken:
             "/hooks/testrail (TestIO has no webhooks; its sources sync on schedule)",
         )
     if len(body) > settings.WEBHOOK_MAX_BYTES:
-        raise Refused(413, "too_large", f"the body is over {settings.WEBHOOK_MAX_BYTES:,} bytes (WEBHOOK_MAX_BYTES)")
+        raise too_large()
     sources = list(Source.objects.filter(kind=kind, enabled=True))
     secrets = {source.pk: os.environ.get(source.hook_secret_variable, "") for source in sources}
     if not any(secrets.values()):
@@ -113,7 +112,8 @@ def receive(kind: str, headers, body: bytes) -> Taken:
             401,
             "bad_signature",
             f"the {header} header {what}: the webhook's secret must be the one in "
-            f"{verified_names(sources, secrets)} (docs/connectors.md, Webhooks); nothing was written",
+            f"{' or '.join(sorted({s.hook_secret_variable for s in sources if secrets[s.pk]}))} "
+            "(docs/connectors.md, Webhooks); nothing was written",
         )
     payload = _json(body)
     event, delivery_id, project, upstream_id = READERS[kind](headers, payload, body)
@@ -124,19 +124,31 @@ def receive(kind: str, headers, body: bytes) -> Taken:
         Source.objects.filter(pk__in=[s.pk for s in verified]).update(hook_ignored=F("hook_ignored") + 1)
         return Taken("ignored", f"no source here syncs {kind} project {str(project)[:80]!r}; nothing was written")
     _bounded(targets)
-    new = _store(targets, delivery_id, event[:100], upstream_id, payload)
-    _stamp_received([s.pk for s in targets])
-    if not new:
+    if not _store(targets, delivery_id, event[:100], upstream_id, payload):
         return Taken("duplicate", f"delivery {delivery_id[:80]} was taken before; nothing changed")
-    return Taken("accepted", f"{event} taken; it is processed within seconds", new)
+    return Taken("accepted", f"{event} taken; it is processed within seconds")
 
 
-def _store(targets: list[Source], delivery_id: str, event: str, upstream_id: str, payload: dict) -> int:
-    """One row a source, in one statement; how many were new (the same delivery again
-    is no row: ON CONFLICT on delivery_once)."""
+def too_large() -> Refused:
+    return Refused(413, "too_large", f"the body is over {settings.WEBHOOK_MAX_BYTES:,} bytes (WEBHOOK_MAX_BYTES)")
+
+
+def _store(targets: list[Source], delivery_id: str, event: str, upstream_id: str, payload: dict) -> bool:
+    """One row a source, and the sources' last delivery time, in one statement;
+    whether any row was new (the same delivery again is no row: ON CONFLICT on
+    delivery_once). The time is stamped at most once a second a source, and a
+    source whose row a processor holds (to the end of a delivery, upstream reads
+    included) is skipped, so that the acknowledgement never waits for it: the
+    processor stamps it (_apply)."""
+    sources = Source._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""INSERT INTO {Delivery._meta.db_table}
+            f"""WITH stamped AS (
+                    UPDATE {sources} SET hook_received_at = now()
+                    WHERE id IN (SELECT id FROM {sources} WHERE id = ANY(%(sources)s)
+                                 AND (hook_received_at IS NULL OR hook_received_at < now() - interval '1 second')
+                                 FOR NO KEY UPDATE SKIP LOCKED))
+                INSERT INTO {Delivery._meta.db_table}
                     (source_id, delivery_id, event, upstream_id, received_at, payload, status, attempts, outcome)
                 SELECT s, %(delivery)s, %(event)s, %(upstream)s, now(), %(payload)s::jsonb, 'pending', 0, ''
                 FROM unnest(%(sources)s::bigint[]) s
@@ -149,26 +161,7 @@ def _store(targets: list[Source], delivery_id: str, event: str, upstream_id: str
                 "payload": json.dumps(payload),
             },
         )
-        return len(cursor.fetchall())
-
-
-def _stamp_received(source_ids: list[int]) -> None:
-    """The sources' last delivery time, now, in one statement, at most once a second
-    a source; a source whose row a processor holds (to the end of a delivery,
-    upstream reads included) is skipped, so that the acknowledgement never waits
-    for it: the processor stamps it (_apply)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""UPDATE {Source._meta.db_table} SET hook_received_at = now()
-                WHERE id IN (SELECT id FROM {Source._meta.db_table} WHERE id = ANY(%s)
-                             AND (hook_received_at IS NULL OR hook_received_at < now() - interval '1 second')
-                             FOR NO KEY UPDATE SKIP LOCKED)""",
-            [source_ids],
-        )
-
-
-def verified_names(sources, secrets) -> str:
-    return " or ".join(sorted({s.hook_secret_variable for s in sources if secrets[s.pk]}))
+        return bool(cursor.fetchall())
 
 
 def _hmac_sha256(secret: str, body: bytes, given: str) -> bool:
@@ -387,14 +380,14 @@ def _apply(delivery: Delivery, connectors: _Connectors) -> tuple[str, str]:
         return DeliveryStatus.IGNORED, "the source is disabled"
     connector = connectors(source)
     event = connector.hook_event(delivery.event, delivery.payload)
+    ids = [connector.upstream_id(item) for item in event.items]
     held = set(
         SyncedRecord.objects.filter(
-            source=source, kind__in=ITEM_MODELS, upstream_id__in=_ids(connector, event)
+            source=source, kind__in=ITEM_MODELS, upstream_id__in=[*ids, *event.fetch, *event.gone]
         ).values_list("upstream_id", flat=True)
     )
     items, fetch = [], list(event.fetch)
-    for item in event.items:
-        upstream = _ids(connector, HookEvent(items=[item]))[0]
+    for item, upstream in zip(event.items, ids, strict=True):
         if upstream in held:
             items.append(item)  # the writer keeps the newer of it and what is stored
         elif event.new and not _gone_before(source, upstream):
@@ -429,15 +422,6 @@ def prune() -> int:
     """Delete the deliveries processed (or given up) more than WEBHOOK_KEEP_DAYS ago; how many."""
     before = timezone.now() - timedelta(days=settings.WEBHOOK_KEEP_DAYS)
     return Delivery.objects.exclude(status=DeliveryStatus.PENDING).filter(received_at__lt=before).delete()[0]
-
-
-def _ids(connector: Connector, event: HookEvent) -> list[str]:
-    """The upstream ids of a HookEvent's items, as the connector's map() would give them."""
-    ids = []
-    for item in event.items:
-        number = item.get("number") if connector.kind == "github" else item.get("id")
-        ids.append(str(number))
-    return [*ids, *event.fetch, *event.gone]
 
 
 def _gone_before(source: Source, upstream_id: str) -> bool:

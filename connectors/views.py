@@ -6,7 +6,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from search.contract.errors import error_body
 
-from .hooks import Refused, receive
+from .hooks import Refused, receive, too_large
 
 
 @csrf_exempt  # signed by the vendor, not by a browser session
@@ -17,9 +17,7 @@ def hook(request, kind: str):
     declared = request.META.get("CONTENT_LENGTH") or "0"
     try:
         if declared.isdigit() and int(declared) > settings.WEBHOOK_MAX_BYTES:
-            raise Refused(
-                413, "too_large", f"the body is over {settings.WEBHOOK_MAX_BYTES:,} bytes (WEBHOOK_MAX_BYTES)"
-            )
+            raise too_large()
         body = request.read(settings.WEBHOOK_MAX_BYTES + 1)  # not request.body: its own, smaller limit
         taken = receive(kind, request.headers, body)
     except Refused as refused:

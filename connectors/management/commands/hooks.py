@@ -22,11 +22,10 @@ class Command(BaseCommand):
         parser.add_argument("--watch", action="store_true", help="keep processing new deliveries until stopped")
 
     def handle(self, *args, watch: bool = False, **options):
-        connectors = hooks._Connectors()
         if not watch:
-            done = hooks.process_pending(connectors=connectors)
-            self.stdout.write(f"{done} deliveries processed")
+            self.stdout.write(f"{hooks.process_pending()} deliveries processed")
             return
+        connectors = hooks._Connectors()  # kept across rounds: a burst does not check the project each time
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         pruned_at = 0.0
         try:
