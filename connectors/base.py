@@ -145,6 +145,10 @@ class Connector:
         (deleted, moved to another project, or outside the source's query)."""
         raise NotImplementedError
 
+    def upstream_id(self, item: dict) -> str:
+        """The upstream id map() gives `item`: its `id` (GitHub: its number)."""
+        return str(item.get("id"))
+
     def label(self, item) -> str:
         """How a report names an upstream item that could not be read: its key,
         number or id as upstream gave it (TestIO's items wrap the test or bug)."""

@@ -402,7 +402,7 @@ class _Writer:
             if before is not None and m.updated is not None and m.updated < before:
                 self.tally.unchanged += 1
                 continue
-            behind = (m.kind, m.upstream_id) not in stored or before is None or (m.updated and m.updated > before)
+            behind = before is None or (m.updated and m.updated > before)
             if self.missed_before and m.updated and behind and m.updated < self.missed_before:
                 self.tally.missed += 1
             newest.append(m)

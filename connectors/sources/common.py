@@ -1,5 +1,6 @@
 """What the sources share: error wording, ordering checks, record helpers."""
 
+import re
 from datetime import UTC, datetime
 
 from backlog.interchange import MAX_TEXT_CHARS
@@ -103,6 +104,12 @@ class Asked:
                 "would never end, so it was stopped; nothing past the pages written is lost"
             )
         self.seen.add(mark)
+
+
+def numeric_id(value) -> str | None:
+    """An item's id as a webhook's payload gives it (a string or a number), or None for what is no id."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    return text if re.fullmatch(r"[1-9][0-9]{0,17}", text) else None
 
 
 def iso(value: datetime | None) -> str | None:

@@ -217,6 +217,9 @@ class GitHub(Connector):
                 ) from None
             raise
 
+    def upstream_id(self, issue: dict) -> str:
+        return str(issue.get("number"))
+
     def _in_query(self, issue: dict) -> bool:
         """Whether the issue has every label the source's query names (as GitHub's `labels` filter reads it)."""
         wanted = {label.strip().lower() for label in self.source.query.split(",") if label.strip()}

@@ -218,13 +218,14 @@ class Jira(Connector):
         admin webhook sends REST v2's representation where Cloud's sync reads
         v3's (descriptions in ADF), and a read is the truth whatever order the
         deliveries came in."""
-        issue_id = _id(payload.get("issue"))
+        issue = payload.get("issue")
+        issue_id = common.numeric_id(issue.get("id")) if isinstance(issue, dict) else None
         if event in self.ISSUE_EVENTS and issue_id:
             return HookEvent(fetch=[issue_id])
         if event == "jira:issue_deleted" and issue_id:
             return HookEvent(gone=[issue_id])
         if event in self.LINK_EVENTS and isinstance(link := payload.get("issueLink"), dict):
-            ids = [_id({"id": link.get(end)}) for end in ("sourceIssueId", "destinationIssueId")]
+            ids = [common.numeric_id(link.get(end)) for end in ("sourceIssueId", "destinationIssueId")]
             return HookEvent(fetch=[i for i in ids if i])
         return HookEvent()
 
@@ -337,13 +338,6 @@ def _issues(body: dict) -> list:
     if not isinstance(issues, list):
         raise UpstreamError(f"Jira's search sent issues as {type(issues).__name__}, not a list")
     return issues
-
-
-def _id(issue) -> str | None:
-    """An issue's id as Jira's payloads give it (a string or a number), or None."""
-    value = issue.get("id") if isinstance(issue, dict) else None
-    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
-    return text if re.fullmatch(r"[1-9][0-9]{0,17}", text) else None
 
 
 def _fields(issue) -> dict:

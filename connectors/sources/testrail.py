@@ -205,9 +205,8 @@ class TestRail(Connector):
         "Case Updated" too) and the case's id, at the top or in `data`."""
         name = re.sub(r"[^a-z]+", "_", str(event).lower()).strip("_")
         data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
-        case_id = next(
-            (str(v) for v in (payload.get("case_id"), data.get("case_id"), data.get("id")) if _case_id(v)), None
-        )
+        ids = (common.numeric_id(v) for v in (payload.get("case_id"), data.get("case_id"), data.get("id")))
+        case_id = next((i for i in ids if i), None)
         if case_id is None or not name.startswith("case_"):
             return HookEvent()
         if name == "case_deleted":
@@ -279,10 +278,6 @@ def _project_missing(exc: UpstreamError) -> UpstreamError:
     if (exc.status == 400 and "project" in words) or (exc.status == 403 and "project does not exist" in words):
         return UpstreamError(str(exc), 404, exc.body)
     return exc
-
-
-def _case_id(value) -> bool:
-    return not isinstance(value, bool) and re.fullmatch(r"[1-9][0-9]{0,17}", str(value)) is not None
 
 
 def _time(value) -> datetime | None:
