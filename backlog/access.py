@@ -123,3 +123,23 @@ def can_see(record, user) -> bool:
     """Whether `user` may see one record already loaded (a product, feature, test or bug)."""
     ids = visible_product_ids(user)
     return ids is None or (record.pk if isinstance(record, Product) else record.product_id) in ids
+
+
+class SeesAllProductsOnly:
+    """A ModelAdmin mixin: its pages for those who see every product only (what
+    it lists, a source or the audit trail, spans every product)."""
+
+    def has_module_permission(self, request):
+        return sees_all_products(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return sees_all_products(request.user) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request):
+        return sees_all_products(request.user) and super().has_add_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return sees_all_products(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return sees_all_products(request.user) and super().has_delete_permission(request, obj)

@@ -5,7 +5,7 @@ holds every product's changes)."""
 from django.contrib import admin
 from pghistory.admin import EventsAdmin
 
-from .access import sees_all_products
+from .access import SeesAllProductsOnly
 from .audit import SURFACE_NAMES
 
 
@@ -20,12 +20,6 @@ class SurfaceFilter(admin.SimpleListFilter):
         return queryset.filter(pgh_context__surface=self.value()) if self.value() else queryset
 
 
-class AuditAdmin(EventsAdmin):
+class AuditAdmin(SeesAllProductsOnly, EventsAdmin):
     def get_list_filter(self, request):
         return [*super().get_list_filter(request), SurfaceFilter]
-
-    def has_module_permission(self, request):
-        return sees_all_products(request.user) and super().has_module_permission(request)
-
-    def has_view_permission(self, request, obj=None):
-        return sees_all_products(request.user) and super().has_view_permission(request, obj)

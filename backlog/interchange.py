@@ -60,20 +60,21 @@ def storable_json(value: Any) -> Any:
     """raw_data, when it nests no deeper than MAX_RAW_DATA_DEPTH and PostgreSQL can store every string in it."""
     if nests_deeper(value, MAX_RAW_DATA_DEPTH):
         raise ValueError(TOO_DEEP)
-    _no_nul_anywhere(value)
+    no_nul_anywhere(value)
     return value
 
 
-def _no_nul_anywhere(value: Any) -> None:
+def no_nul_anywhere(value: Any) -> None:
+    """ValueError, in words, when a string (or key) of a JSON value holds what PostgreSQL cannot store."""
     if isinstance(value, str):
         no_nul(value)
     elif isinstance(value, dict):
         for name, item in value.items():
             no_nul(name)
-            _no_nul_anywhere(item)
+            no_nul_anywhere(item)
     elif isinstance(value, list):
         for item in value:
-            _no_nul_anywhere(item)
+            no_nul_anywhere(item)
 
 
 Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]

@@ -40,7 +40,7 @@ class SyncRunInline(admin.TabularInline):
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(access.SeesAllProductsOnly, admin.ModelAdmin):
     list_display = ["name", "kind", "project", "product_key", "schedule", "last_sync", "enabled"]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "project", "product_key"]
@@ -84,21 +84,6 @@ class SourceAdmin(admin.ModelAdmin):
         ("State", {"fields": ["checkpoint", "swept_at", "pending_links", "state"], "classes": ["collapse"]}),
     ]
 
-    def has_module_permission(self, request):
-        return access.sees_all_products(request.user) and super().has_module_permission(request)
-
-    def has_view_permission(self, request, obj=None):
-        return access.sees_all_products(request.user) and super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request):
-        return access.sees_all_products(request.user) and super().has_add_permission(request)
-
-    def has_change_permission(self, request, obj=None):
-        return access.sees_all_products(request.user) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return access.sees_all_products(request.user) and super().has_delete_permission(request, obj)
-
     @admin.display(description="every")
     def schedule(self, source):
         return f"{source.schedule_minutes} min" if source.schedule_minutes else "by hand"
@@ -113,7 +98,7 @@ class SourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(access.SeesAllProductsOnly, admin.ModelAdmin):
     """The webhook deliveries taken, read-only: what came, and what was done with it."""
 
     list_display = ["received_at", "source", "event", "upstream_id", "status", "attempts", "outcome"]
@@ -121,12 +106,6 @@ class DeliveryAdmin(admin.ModelAdmin):
     search_fields = ["delivery_id", "upstream_id", "event"]
     date_hierarchy = "received_at"
     readonly_fields = [field.name for field in Delivery._meta.fields]
-
-    def has_module_permission(self, request):
-        return access.sees_all_products(request.user) and super().has_module_permission(request)
-
-    def has_view_permission(self, request, obj=None):
-        return access.sees_all_products(request.user) and super().has_view_permission(request, obj)
 
     def has_add_permission(self, request):
         return False

@@ -43,7 +43,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from backlog.audit import surface
-from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper
+from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper, no_nul_anywhere
 from backlog.models import Product
 from backlog.text import SURROGATE_PROBLEM, surrogate_at
 
@@ -195,23 +195,15 @@ def _json(body: bytes) -> dict:
         raise Refused(400, "invalid_json", f"the body nests more than {MAX_RAW_DATA_DEPTH + 1} levels deep")
     if (where := surrogate_at(payload)) is not None:
         raise Refused(400, "invalid_json", f"the body's {where or 'text'} {SURROGATE_PROBLEM}")
-    if _has_nul(payload):
-        raise Refused(400, "invalid_json", "the body holds a NUL character (\\u0000), which is not text")
+    try:
+        no_nul_anywhere(payload)
+    except ValueError as exc:
+        raise Refused(400, "invalid_json", f"the body {exc}") from None
     return payload
 
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
-
-
-def _has_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
 
 
 def _body_id(body: bytes) -> str:

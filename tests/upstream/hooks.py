@@ -88,7 +88,7 @@ def jira(
     payload: dict = {"timestamp": int(time.time() * 1000), "webhookEvent": event}
     if issue is not None:
         payload |= {
-            "issue_event_type_name": event.split(":")[-1].replace("issue_", "issue_"),
+            "issue_event_type_name": event.split(":")[-1],
             "user": {"accountId": "abc123", "displayName": "QA Bot"},
             "issue": json.loads(json.dumps(issue)),
             "changelog": {"id": "10400", "items": []},
