@@ -14,8 +14,11 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from django.db.models import Q
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
+
+from backlog.access import read_user
 
 from .models import ApiToken, Scope
 
@@ -37,15 +40,24 @@ def issue(user, name: str, scope: str = Scope.READ, expires_at=None) -> tuple[Ap
 
 
 def check(key: str) -> ApiToken | None:
-    """The live token `key` is (its user loaded), or None: unknown, revoked, expired, or its user inactive."""
+    """The live token `key` is, its user loaded (with `holds_all_products`, backlog.access.read_user),
+    or None: unknown, revoked, expired, or its user inactive."""
     now = timezone.now()
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(digest=digest(key or ""), revoked_at__isnull=True, user__is_active=True)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .first()
+    fields = ApiToken._meta.concrete_fields
+    users = get_user_model()._meta
+    found = read_user(
+        [f"k.{connection.ops.quote_name(field.column)}" for field in fields],
+        f"FROM {ApiToken._meta.db_table} k JOIN {users.db_table} u ON u.{users.pk.column} = k.user_id"
+        " WHERE k.digest = %(digest)s AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > %(now)s)"
+        " AND u.is_active",
+        {"digest": digest(key or ""), "now": now},
     )
-    if token is not None and (token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY):
+    if found is None:
+        return None
+    values, user = found
+    token = ApiToken.from_db(user._state.db, [field.attname for field in fields], values)
+    token.user = user
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
 

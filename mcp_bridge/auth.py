@@ -2,42 +2,53 @@
 
 A token opens both surfaces; a revoked or expired one, or one whose user is
 inactive, opens neither, refused as a token that never existed.
-The SDK answers 401 for a missing or unknown token; the user's id travels
-in the access token's subject to the tools (mcp_bridge.server). A token
+The SDK answers 401 for a missing or unknown token; the user, read with the
+token in one statement, travels in the access token to the tools
+(mcp_bridge.server), which act as them without reading them again. A token
 that cannot be checked because the database is down is neither: the
 request gets the 503 every surface gives then (`DatabaseOutage`). The token
 comes as `Bearer <key>` or, as REST takes it, `Token <key>` (`TokenScheme`).
 """
 
 import json
+from typing import Any
 
 import anyio.to_thread
 from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.provider import AccessToken
+from pydantic import ConfigDict, Field
 
 from accounts import tokens
 from backlog.db import database_unavailable
 from search.contract import DatabaseUnavailable, unavailable
 
 
+class UserToken(AccessToken):
+    """The SDK's access token, with the user the request acts as."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    user: Any = Field(default=None, exclude=True, repr=False)
+
+
 class DrfTokenVerifier:
-    async def verify_token(self, token: str) -> AccessToken | None:
+    async def verify_token(self, token: str) -> UserToken | None:
         try:
-            user_id = await anyio.to_thread.run_sync(user_for_token, token)
+            user = await anyio.to_thread.run_sync(user_for_token, token)
         except DatabaseError as exc:
             if database_unavailable(exc):
                 raise unavailable(exc) from None
             raise
-        if user_id is None:
+        if user is None:
             return None
-        return AccessToken(token=token, client_id=f"user-{user_id}", subject=str(user_id), scopes=[])
+        return UserToken(token=token, client_id=f"user-{user.pk}", subject=str(user.pk), scopes=[], user=user)
 
 
-def user_for_token(key: str) -> int | None:
+def user_for_token(key: str):
+    """The active user of the live token `key` (accounts.tokens.check), or None."""
     close_old_connections()
     try:
         token = tokens.check(key)
-        return token.user_id if token else None
+        return token.user if token else None
     finally:
         close_old_connections()
 

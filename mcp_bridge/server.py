@@ -194,14 +194,16 @@ def answer(operation: str, arguments: dict, acting_user: Callable[[], Any]) -> t
 
 
 def _acting_user(ctx: Context, default):
-    """The bearer token's user over HTTP (mcp_bridge.auth put its id in the
-    token's subject); over stdio, `default` (`mcp --user`) read again, so that
-    a change of teams or a deactivation holds from the next call on."""
+    """Over HTTP, the bearer token's user, read with the token at this request's
+    start (mcp_bridge.auth); over stdio, `default` (`mcp --user`) read again, so
+    that a change of teams or a deactivation holds from the next call on."""
     request = ctx.request_context.request
     access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
-    if access is None and default is None:
+    if access is not None:
+        return access.user
+    if default is None:
         return None  # no --user: the operator's own view
-    user = active_user(int(access.subject) if access else default.pk)  # with their access, in one statement
+    user = active_user(default.pk)  # with their access, in one statement
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user
