@@ -15,10 +15,6 @@ while it serves: fd 0 reads the null device and fd 1 goes to stderr, so
 nothing else in the process (a library that prints) can write onto the
 wire. Where stdin or stdout is not a pipe or a socket (a regular file: the
 event loop cannot wait on one), the SDK's own transport serves instead.
-
-The event loop is uvloop's where it is installed (not on Windows): its
-pipes, thread hand-offs and loop turns cost less than asyncio's own
-(docs/benchmarks.md, "Budgets for agents").
 """
 
 import asyncio
@@ -30,11 +26,6 @@ from contextlib import asynccontextmanager
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-try:
-    from uvloop import run
-except ImportError:  # not made for Windows (requirements.txt)
-    from asyncio import run
-
 LINE_LIMIT = 64 * 1024 * 1024  # the longest request line read (asyncio's default, 64 KiB, is too short)
 
 
@@ -43,7 +34,7 @@ def serve(server: MCPServer) -> None:
     if not all(_waitable(fd) for fd in (0, 1)):
         server.run("stdio")
         return
-    run(_serve(server))
+    asyncio.run(_serve(server))
 
 
 async def _serve(server: MCPServer) -> None:
