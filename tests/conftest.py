@@ -26,6 +26,7 @@ from accounts.models import Scope
 from accounts.tokens import issue
 from backlog.services import import_records
 from tests.citus import citus_cluster  # noqa: F401  (a session fixture: a Citus cluster on loopback)
+from tests.upstream.server import POLL_SECONDS
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -297,7 +298,7 @@ def serving(server, monkeypatch):
     """`server` answering in a thread of its own, reached directly (no proxy)."""
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_SECONDS,), daemon=True).start()
     try:
         yield server
     finally:

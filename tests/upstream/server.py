@@ -9,6 +9,10 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+# How often serve_forever looks for shutdown(): its default, half a second,
+# is what every stop() would wait.
+POLL_SECONDS = 0.02
+
 
 @dataclass
 class Request:
@@ -62,7 +66,7 @@ class Upstream:
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(POLL_SECONDS,), daemon=True)
 
     # -- the test's controls ---------------------------------------------------------------
 
@@ -86,7 +90,7 @@ class Upstream:
         self.answers_left = None
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(POLL_SECONDS,), daemon=True)
         self._thread.start()
 
     def fail(self, status: int, *, times: int = 1, body=None, headers=None, path: str | None = None) -> None:
