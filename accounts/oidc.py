@@ -177,6 +177,7 @@ def _free_username(claims: dict) -> str:
 def _check_issuer(provider) -> None:
     """The discovery document speaks for the issuer configured, not another (a mix-up)."""
     said = provider.load_server_metadata().get("issuer", "")
+    said = said if isinstance(said, str) else repr(said)  # a number or a list is no issuer either
     if said.rstrip("/") != settings.OIDC_ISSUER.rstrip("/"):
         raise SignInRefused(f"its discovery document names issuer {said[:200]!r}, not {settings.OIDC_ISSUER!r}")
 

@@ -174,10 +174,12 @@ def test_local_passwords_can_be_turned_off_and_the_admin_sends_to_the_one_sign_i
     assert admin.status_code == 302 and admin["Location"] == "/accounts/login/?next=%2Fadmin%2Fbacklog%2Fbug%2F"
 
 
-def test_a_provider_that_names_another_issuer_or_is_down_is_a_clear_message(client, idp, settings):
-    idp.issuer_override = "https://login.example.com/"
+@pytest.mark.parametrize("other", ["https://login.example.com/", 42])  # another issuer, or none a string names
+def test_a_provider_that_names_another_issuer_or_is_down_is_a_clear_message(client, idp, settings, other):
+    idp.issuer_override = other
     answer = client.get("/accounts/oidc/login")
-    assert answer.status_code == 400 and "names issuer" in answer.content.decode()
+    said = answer.content.decode()
+    assert answer.status_code == 400 and "names issuer" in said and str(other) in said
 
     settings.OIDC_ISSUER = "http://127.0.0.1:9"  # nothing listens
     answer = client.get("/accounts/oidc/login")
