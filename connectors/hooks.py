@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -104,9 +105,8 @@ def receive(kind: str, headers, body: bytes) -> Taken:
     given = headers.get(header, "")
     verified = [s for s in sources if secrets[s.pk] and check(secrets[s.pk], body, given)]
     if not verified:
-        Source.objects.filter(pk__in=[s.pk for s in sources if secrets[s.pk]]).update(
-            hook_refused=F("hook_refused") + 1, hook_refused_at=timezone.now()
-        )
+        with_secret = [s.pk for s in sources if secrets[s.pk]]
+        _count(with_secret, hook_refused=F("hook_refused") + 1, hook_refused_at=timezone.now())
         what = "is missing" if not given else "does not match the body"
         raise Refused(
             401,
@@ -119,14 +119,26 @@ def receive(kind: str, headers, body: bytes) -> Taken:
     event, delivery_id, project, upstream_id = READERS[kind](headers, payload, body)
     if event == "ping":
         return Taken("pong", "the webhook reaches this service and its signature is right")
-    targets = [s for s in verified if project is None or _same_project(s, project)]
+    # Only a Jira link event names no project (each Jira source reads its issues again);
+    # any other delivery without one is for no source.
+    fans_out = kind == "jira" and event.startswith("issuelink_")
+    targets = [s for s in verified if _same_project(s, project)] if project else verified if fans_out else []
     if not targets:
-        Source.objects.filter(pk__in=[s.pk for s in verified]).update(hook_ignored=F("hook_ignored") + 1)
+        _count([s.pk for s in verified], hook_ignored=F("hook_ignored") + 1)
         return Taken("ignored", f"no source here syncs {kind} project {str(project)[:80]!r}; nothing was written")
     _bounded(targets)
     if not _store(targets, delivery_id, event[:100], upstream_id, payload):
         return Taken("duplicate", f"delivery {delivery_id[:80]} was taken before; nothing changed")
     return Taken("accepted", f"{event} taken; it is processed within seconds")
+
+
+def _count(source_ids: list[int], **changes) -> None:
+    """Count a refused or ignored delivery on its sources, skipping any whose row a
+    processor holds (_apply, for as long as it reads upstream): a request, unsigned
+    ones included, never waits on it, and a counter may miss one."""
+    with transaction.atomic():
+        free = Source.objects.select_for_update(skip_locked=True, no_key=True).filter(pk__in=source_ids)
+        Source.objects.filter(pk__in=list(free.values_list("pk", flat=True))).update(**changes)
 
 
 def too_large() -> Refused:
@@ -184,7 +196,7 @@ def _json(body: bytes) -> dict:
     """The body as a JSON object PostgreSQL's jsonb stores (no NaN or Infinity, no NUL
     character, no lone surrogate), or Refused saying what is wrong."""
     try:
-        payload = json.loads(body, parse_constant=_no_constant)
+        payload = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError):
         raise Refused(
             400, "invalid_json", "the body is not JSON: send the webhook with content type application/json"
@@ -204,6 +216,13 @@ def _json(body: bytes) -> dict:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one past a float's range (1e400, read as infinity) is refused."""
+    if math.isfinite(value := float(text)):
+        return value
+    raise Refused(400, "invalid_json", f"the body's number {text[:40]} is out of range: send it as a string")
 
 
 def _body_id(body: bytes) -> str:
@@ -306,13 +325,15 @@ class _Connectors:
     KEPT = 300.0
 
     def __init__(self):
-        self.kept: dict[int, tuple[float, Connector]] = {}
+        self.kept: dict[tuple, tuple[float, Connector]] = {}
 
     def __call__(self, source: Source) -> Connector:
-        at, connector = self.kept.get(source.pk, (0.0, None))
+        # Kept by what it reads with: a source edited in the admin (another URL, project or token) gets a new one.
+        kept_for = (source.pk, source.url, source.project, source.query, source.token_env, source.user_env)
+        at, connector = self.kept.get(kept_for, (0.0, None))
         if connector is None or time.monotonic() - at > self.KEPT:
             connector = connect(source)
-            self.kept[source.pk] = (time.monotonic(), connector)
+            self.kept[kept_for] = (time.monotonic(), connector)
         connector.source = source
         connector.client.deadline = time.monotonic() + settings.SYNC_HTTP_DEADLINE * 3
         return connector
@@ -386,7 +407,12 @@ def _apply(delivery: Delivery, connectors: _Connectors) -> tuple[str, str]:
             items.append(item)
         else:  # an edit of an item never seen, or one gone before: upstream says what it is now
             fetch.append(upstream)
-    gone = list(event.gone)
+    # A deletion is believed when upstream no longer has the item (or it left the source's
+    # query): a forged, replayed or late one finds it there and writes what it is now. One
+    # of an item not held deletes nothing; it is done, so a late "opened" of it is read
+    # again from upstream instead of written (_gone_before).
+    fetch += [upstream for upstream in event.gone if upstream in held]
+    gone = [upstream for upstream in event.gone if upstream not in held]
     for upstream, item in connector.fetch(fetch).items() if fetch else ():
         if item is None:
             gone.append(upstream)

@@ -281,6 +281,8 @@ def _sweep_due(source: Source) -> bool:
 #: A change upstream this much older than a sync, of a source that takes webhooks,
 #: should have come by webhook: the sync counts it as missed.
 HOOK_GRACE = timedelta(minutes=2)
+#: How far ahead of this server's clock an upstream's may run before its times are not believed.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 class _Writer:
@@ -398,6 +400,10 @@ class _Writer:
         }
         newest = []
         for m in items:
+            if m.updated is not None and m.updated > self.started + CLOCK_SKEW:
+                # A time to come is upstream's clock or a lie (year 9999): kept, it would
+                # make every later true state of the item look older, and none be written.
+                m.updated = None
             before = stored.get((m.kind, m.upstream_id))
             if before is not None and m.updated is not None and m.updated < before:
                 self.tally.unchanged += 1

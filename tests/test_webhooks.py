@@ -291,9 +291,13 @@ def test_a_delivery_is_acknowledged_at_once_while_another_waits_on_github(github
     began = time.monotonic()
     second = hooks.github(github, "issues", "edited", 21, SECRET).through(client)
     acknowledged = time.monotonic() - began
+    began = time.monotonic()  # nor an unsigned one's refusal, counted on the source's row
+    forged = hooks.github(github, "issues", "edited", 21, "not-the-secret").through(client)
+    refused = time.monotonic() - began
     processor.join(30)
 
     assert second.status_code == 202 and acknowledged < 1.5, acknowledged
+    assert forged.status_code == 401 and refused < 1.5, refused
     assert Bug.objects.get(key="SEAMONKEY-13").title == "Filters: read again from a slow GitHub"
     assert Source.objects.get().hook_received_at is not None
     processed()
@@ -359,13 +363,15 @@ def test_jira_deliveries_are_read_again_by_id_and_follow_creates_edits_links_mov
     assert Bug.objects.get(key="HADOOP-3").title.startswith("DataNode reports the wrong capacity")
     assert Bug.objects.get(key="HADOOP-5").duplicate_of.key == "HADOOP-4"
     assert not Bug.objects.filter(key="HADOOP-9").exists()
-    # Each issue was read by id, as the sync reads it (the same fields).
+    # Each issue was read by id, as the sync reads it (the same fields); the deleted one too,
+    # whose deletion is believed once Jira answers 404 for it.
     reads = [r for r in jira.requests if "/issue/" in r.path]
     assert {r.path.rsplit("/", 1)[1] for r in reads} == {
         new["id"],
         jira.by_key("HADOOP-3")["id"],
         jira.by_key("HADOOP-5")["id"],
         jira.by_key("HADOOP-4")["id"],
+        gone["id"],
     }
     # A link event names no project: the moved issue's later update came to no source, and HADOOP-7 stays
     # until the sync's sweep finds it gone from the project.
@@ -387,13 +393,14 @@ def test_testrail_case_events_with_the_shared_secret_header(monkeypatch, client)
             hooks.testrail("case_updated", 3, first, SECRET).through(client),
             hooks.testrail("case_deleted", 3, second, SECRET).through(client),
             hooks.testrail("case_updated", 3, first, "not-the-secret").through(client),
+            hooks.testrail("case_deleted", 3, first, SECRET).through(client),  # a lie: TestRail still has it
         ]
         results = processed()
     finally:
         fake.stop()
 
-    assert [a.status_code for a in answers] == [202, 202, 401]
-    assert [r.status for r in results] == [DeliveryStatus.DONE] * 2, [r.outcome for r in results]
+    assert [a.status_code for a in answers] == [202, 202, 401, 202]
+    assert [r.status for r in results] == [DeliveryStatus.DONE] * 3, [r.outcome for r in results]
     product = Source.objects.get().product_key
     assert QATest.objects.get(key=f"{product}-C{first}").title.endswith("by SMS or e-mail")
     assert not QATest.objects.filter(key=f"{product}-C{second}").exists()
@@ -432,6 +439,7 @@ def test_processed_deliveries_are_kept_for_a_week(github, client, settings):
         (b'{"action": "opened", "issue": {"number": NaN}}', "not JSON"),
         (b'{"action": "opened", "issue": {"title": "a\\u0000b"}}', "NUL"),
         (b'{"action": "opened", "issue": {"title": "\\ud800"}}', "surrogate"),
+        (b'{"action": "opened", "issue": {"number": 1e400}}', "out of range"),  # a float's infinity
     ],
 )
 def test_a_signed_body_postgresql_cannot_store_is_a_400_not_a_500(github, client, body, said):
@@ -459,3 +467,45 @@ def test_past_a_sources_rate_or_the_backlog_a_delivery_is_told_to_come_back_and_
         full.status_code == 503 and full["Retry-After"] == "30" and "WEBHOOK_BACKLOG" in full.json()["error"]["message"]
     )
     assert sorted(Delivery.objects.values_list("upstream_id", flat=True)) == ["13", "14"]
+
+
+def test_a_deletion_is_believed_only_when_upstream_no_longer_has_the_issue(github, client):
+    """A signed "deleted" (forged with a shared secret, replayed, or late) or a late
+    "unlabeled" for an issue GitHub still has writes what GitHub says it is now."""
+    github.edit(13, title="Filters still stop after the first rule")
+    as_it_was = dict(github.issue(13))
+    forged = hooks.github(github, "issues", "deleted", 13, SECRET, issue=as_it_was)
+    github.delete(24)
+    real = hooks.github(github, "issues", "deleted", 24, SECRET, issue={"number": 24})
+
+    assert [forged.through(client).status_code, real.through(client).status_code] == [202, 202]
+    outcomes = [d.outcome for d in processed()]
+
+    assert Bug.objects.get(key="SEAMONKEY-13").title == "Filters still stop after the first rule", outcomes
+    assert SyncedRecord.objects.filter(upstream_id="13").exists()
+    assert not Bug.objects.filter(key="SEAMONKEY-24").exists(), outcomes
+
+
+def test_a_github_delivery_naming_no_repository_reaches_no_source(github, client):
+    github.edit(13, title="Written into every repository's product")
+    answer = hooks.github(github, "issues", "edited", 13, SECRET, repository=None).through(client)
+
+    assert answer.status_code == 200 and answer.json()["status"] == "ignored", answer.content
+    assert Delivery.objects.count() == 0
+    assert Bug.objects.get(key="SEAMONKEY-13").title != "Written into every repository's product"
+
+
+def test_a_time_to_come_does_not_freeze_an_issue(github, client):
+    """An issue sent with updated_at in year 9999 (a lie, or upstream's clock) is written,
+    and the true edits after it are written too, by webhook and by sync."""
+    lie = {**github.issue(13), "title": "From the future", "updated_at": "9999-12-31T00:00:00Z"}
+    hooks.github(github, "issues", "edited", 13, SECRET, issue=lie).through(client)
+    processed()
+    github.edit(13, title="The true title, edited after")
+    hooks.github(github, "issues", "edited", 13, SECRET).through(client)
+    outcomes = [d.outcome for d in processed()]
+
+    assert Bug.objects.get(key="SEAMONKEY-13").title == "The true title, edited after", outcomes
+    github.edit(13, title="Edited again, found by the sync")
+    call_command("sync", "github:mozilla/seamonkey", "--no-progress", stdout=io.StringIO())
+    assert Bug.objects.get(key="SEAMONKEY-13").title == "Edited again, found by the sync"
