@@ -328,14 +328,15 @@ def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, s
 
     response = run("number", mode="keyword", entities=["bug"], include_facets=True)
 
-    # The bugs in the first b buckets, as the index holds them, scaled by 256 / b, for every b.
+    # The bugs in the first b buckets, as the index holds them, scaled by 256 / b, for every b
+    # under 128 (the assertion below asks for no more; the cost grows with b squared).
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT b, count(*), count(*) FILTER (WHERE severity = 'high') FROM search_document, "
             "generate_series(1, %s) b WHERE kind = 'bug' AND search_markers @@ ("
             "  SELECT string_agg(quote_literal(%s || i), ' | ')::tsquery FROM generate_series(0, b - 1) i"
             ") GROUP BY b",
-            [SAMPLE_BUCKETS, SAMPLE_PREFIX],
+            [SAMPLE_BUCKETS // 2 - 1, SAMPLE_PREFIX],
         )
         samples = {b: (sampled, high) for b, sampled, high in cursor.fetchall()}
     scale = {b: SAMPLE_BUCKETS / b for b in samples}
@@ -348,7 +349,7 @@ def test_a_broad_match_set_is_counted_from_a_sample_of_buckets(months_of_bugs, s
     ]
 
     assert response.total_exact is False
-    assert matching and min(matching) < 128  # a sample: the first few buckets, not all of them
+    assert matching and min(matching) < SAMPLE_BUCKETS // 2  # a sample: the first few buckets, not all of them
     assert 0.7 * 512 < response.total < 1.3 * 512  # a uniform sample: about a quarter of 512 (4 sd either side)
 
 
