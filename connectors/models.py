@@ -11,12 +11,25 @@ written under: the sweep deletes what upstream no longer lists, and a moved
 issue (a new key for the same id) replaces its old record.
 """
 
+import re
 from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+#: What the service reads for itself (docs/settings.md): never a source's credentials.
+SERVICE_SECRETS = {
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "DATABASE_REPLICA_URLS",
+    "ADMIN_PASSWORD",
+    "OIDC_CLIENT_SECRET",
+    "EMBEDDING_API_KEY",
+    "SEARCH_RERANK_API_KEY",
+}
 
 #: A source that keeps failing waits longer before its next scheduled try,
 #: doubling from its schedule up to this: a broken upstream is asked less, not more.
@@ -112,6 +125,24 @@ class Source(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        """The environment variables it names are credentials for its upstream, never the
+        service's own: a source sends token_env's and user_env's values to its URL, and
+        a webhook secret that is not one (HOME) is one anybody can guess."""
+        problems = {}
+        for field in ("user_env", "token_env", "hook_secret_env"):
+            name = getattr(self, field)
+            if not name:
+                continue
+            if not ENV_NAME.fullmatch(name):
+                problems[field] = f"{name[:100]!r} is no environment variable's name: like JIRA_API_TOKEN"
+            elif name in SERVICE_SECRETS or (field != "hook_secret_env" and name.endswith("_WEBHOOK_SECRET")):
+                problems[field] = f"{name} is the service's own secret, not one for this source's upstream"
+            elif field == "hook_secret_env" and not name.endswith("SECRET"):
+                problems[field] = f"{name}: a webhook secret's variable ends in SECRET, like JIRA_WEBHOOK_SECRET"
+        if problems:
+            raise ValidationError(problems)
 
     @property
     def hook_secret_variable(self) -> str:

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -109,6 +110,24 @@ def test_only_those_who_see_every_product_set_up_sources(source, django_user_mod
         *Permission.objects.filter(content_type__app_label="connectors")
     )
     assert curator.get(f"/admin/connectors/source/{source.pk}/change/").status_code == 403
+
+
+@pytest.mark.parametrize(
+    "field, name, said",
+    [
+        ("token_env", "SECRET_KEY", "the service's own secret"),  # sent to the source's URL as its token
+        ("user_env", "DATABASE_URL", "the service's own secret"),
+        ("token_env", "GITHUB_WEBHOOK_SECRET", "the service's own secret"),
+        ("hook_secret_env", "HOME", "ends in SECRET"),  # a secret anybody can guess
+        ("token_env", "jira token", "no environment variable's name"),
+    ],
+)
+def test_a_source_names_only_its_upstreams_credentials(source, field, name, said):
+    source.full_clean()  # the fixture's own names (HADOOP_JIRA_TOKEN) are fine
+    setattr(source, field, name)
+    with pytest.raises(ValidationError) as refused:
+        source.full_clean()
+    assert said in refused.value.message_dict[field][0]
 
 
 def test_two_syncs_of_one_source_never_run_at_once(source):
