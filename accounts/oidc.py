@@ -29,7 +29,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model, login, logout
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 SESSION_AT = "oidc_signed_in_at"
 SESSION_NEXT = "oidc_next"
+_LOCK_CLASS = 0x4F49  # "OI": the advisory lock first sign-ins take turns on (connectors.sync's is "SY")
 _clients: dict[tuple, object] = {}
 
 
@@ -150,6 +151,12 @@ def sign_in(claims: dict) -> tuple:
     with transaction.atomic():
         identity = Identity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
         if identity is None:
+            # First sign-ins take turns (two tabs at once, or two people with one username):
+            # each finds the other's identity and username made.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [_LOCK_CLASS])
+            identity = Identity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+        if identity is None:
             user = get_user_model().objects.create_user(username=_free_username(claims), is_staff=True)
             user.set_unusable_password()
             identity = Identity(user=user, issuer=issuer, subject=subject)
@@ -213,4 +220,6 @@ class SessionRefresh:
         at = request.session.get(SESSION_AT) if hasattr(request, "session") else None
         if at is not None and time.time() - at > settings.OIDC_SESSION_SECONDS:
             logout(request)
+        elif at is None and not settings.LOCAL_PASSWORDS and request.user.is_authenticated:
+            logout(request)  # signed in with a password before passwords were turned off
         return self.get_response(request)

@@ -7,12 +7,16 @@ and so the products she sees, anew at each sign-in. Everything the provider
 creates nothing.
 """
 
+import threading
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 from django.contrib.auth.models import Group, User
+from django.db import connections, transaction
 
+from accounts import oidc
 from accounts.models import Identity
 from backlog.models import Product
 from tests.upstream.oidc import FakeOIDC
@@ -163,9 +167,12 @@ def test_local_passwords_can_be_turned_off_and_the_admin_sends_to_the_one_sign_i
     User.objects.create_user("local", password="a-long-local-password", is_staff=True)
     page = client.get("/accounts/login/").content.decode()
     assert 'id="sso"' in page and "Sign in with Okta" in page and 'name="password"' in page
+    client.post("/accounts/login/", {"username": "local", "password": "a-long-local-password"})
+    assert "_auth_user_id" in client.session  # a password's session, from before they are turned off
 
     settings.LOCAL_PASSWORDS = False
     page = client.get("/accounts/login/").content.decode()
+    assert "_auth_user_id" not in client.session  # ended at its next request
     assert 'name="password"' not in page
     refused = client.post("/accounts/login/", {"username": "local", "password": "a-long-local-password"})
     assert refused.status_code == 200 and "Password sign-in is off here: sign in with Okta" in refused.content.decode()
@@ -184,3 +191,41 @@ def test_a_provider_that_names_another_issuer_or_is_down_is_a_clear_message(clie
     settings.OIDC_ISSUER = "http://127.0.0.1:9"  # nothing listens
     answer = client.get("/accounts/oidc/login")
     assert answer.status_code == 400 and "did not answer as one" in answer.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_first_sign_ins_at_once_make_one_person():
+    """Two tabs signing in at once for the first time: the second waits for the
+    first's transaction and finds the person it made (it was an IntegrityError)."""
+    claims = {"iss": "https://login.example.com", "sub": "00u-erin", "preferred_username": "erin"}
+    made, release, found = threading.Event(), threading.Event(), {}
+
+    def first():
+        try:
+            with transaction.atomic():
+                found["first"] = oidc.sign_in(claims)[0].pk
+                made.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    def second():
+        try:
+            found["second"] = oidc.sign_in(claims)[0].pk
+        except Exception as exc:  # what the test is about: no error
+            found["second"] = exc
+        finally:
+            connections.close_all()
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert made.wait(10)
+    two = threading.Thread(target=second)
+    two.start()
+    time.sleep(0.5)  # the second is inside sign_in, waiting on the first's transaction
+    release.set()
+    one.join(10)
+    two.join(10)
+
+    assert found["second"] == found["first"], found
+    assert list(User.objects.filter(username__startswith="erin").values_list("username", flat=True)) == ["erin"]
