@@ -18,6 +18,7 @@ from triage import service
 from triage.junit import too_large
 
 from . import schema, throttles
+from .authentication import TokenMayWrite
 from .parsers import JSONParser, declared_length
 from .views import OneValueEach
 
@@ -102,6 +103,9 @@ class RunView(OneValueEach, APIView):
 
 
 class DecisionsView(APIView):
+    # A decision changes every later run's answers for its product: a read-only token may triage, not decide.
+    permission_classes = [*APIView.permission_classes, TokenMayWrite]
+
     @extend_schema(
         summary="Confirm or reject a suggested bug for a run's cause",
         request={"application/json": {"type": "object"}},

@@ -80,6 +80,10 @@ def test_a_read_only_token_reads_and_cannot_write(bob):
         content_type="application/x-ndjson",
     )
     assert imported.status_code == 403
+    decision = {"signature": "0" * 16, "bug": "BUG-12", "decision": "confirmed"}  # steers later triage
+    refused = rest(read).post("/api/runs/1/decisions", decision, format="json")
+    assert refused.status_code == 403 and "this token is read-only" in refused.json()["error"]["message"]
+    assert rest(write).post("/api/runs/1/decisions", decision, format="json").status_code == 404  # no run 1
     assert rest(write).patch("/api/bugs/BUG-12", change, format="json").status_code == 200
 
 
