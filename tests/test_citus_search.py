@@ -44,15 +44,17 @@ import numpy as np
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
 
 from backlog.demo import generate
 from backlog.interchange import dumps
-from backlog.models import Product
+from backlog.models import Bug, Feature, Product, QATest
 from backlog.services import import_records
 from search.contract import SearchRequest
 from search.operations.search import search
 from search.ranking import statistics
+
+from .conftest import forget_history
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS, EMBEDDED, SEED, NOISE = 300, 40, 0, 0.02
@@ -226,12 +228,18 @@ def cluster(citus_cluster, tmp_path_factory):
     return json.loads(out.read_text())
 
 
-@pytest.fixture
-def one_server(cluster, db, settings):
-    """The same records and vectors in this process's plain test database, and its answers."""
-    settings.SEARCH_RANKING = RANKING
-    load(cluster["vectors"])
-    return {"answers": answers(), "statistics": corpus_statistics()}
+@pytest.fixture(scope="module")
+def one_server(cluster, django_db_setup, django_db_blocker):
+    """The same records and vectors in this process's plain test database, and its
+    answers: loaded once for the module (the tests only read), removed after it."""
+    with django_db_blocker.unblock(), override_settings(SEARCH_RANKING=RANKING):
+        load(cluster["vectors"])
+        found = {"answers": answers(), "statistics": corpus_statistics()}
+    yield found
+    with django_db_blocker.unblock():
+        for model in (Bug, QATest, Feature, Product, User, Group):
+            model.objects.all().delete()
+        forget_history()  # committed, their events would collide with a later test's reset sequences
 
 
 def overlap(ours: list[str], theirs: list[str]) -> float:
@@ -271,7 +279,7 @@ def test_hybrid_and_semantic_searches_share_at_least_95_percent_of_one_server_s_
         assert sum(shared) / len(shared) >= 0.95, (case, shared)
 
 
-def test_rita_s_searches_on_the_cluster_stay_inside_her_products(cluster, one_server):
+def test_rita_s_searches_on_the_cluster_stay_inside_her_products(cluster, one_server, db):
     hers = sorted(Product.objects.filter(teams__user__username="rita").values_list("key", flat=True))
     assert 0 < len(hers) < Product.objects.count()
     seen = set()
