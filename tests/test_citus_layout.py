@@ -106,7 +106,7 @@ def test_every_write_path_keeps_one_index_row_a_record_on_its_products_shard(hos
     records = tmp_path / "tramline.jsonl"
     records.write_text(jsonl(*TRAMLINE, VAT_BUG))
 
-    manage(url, "seed_demo", "--records", "300", "--no-progress")
+    manage(url, "seed_demo", "--records", "120", "--no-progress")
     manage(url, "import_records", str(records), "--no-progress")  # over some of the demo's keys: updates
     shell(
         url,
@@ -178,7 +178,7 @@ def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_clus
     url = cluster.url(database=name)
     said = manage(url, "migrate", "--no-input").stdout
     assert "Citus" not in said  # no citus here yet: a plain server's layout
-    manage(url, "seed_demo", "--records", "400", "--no-progress")
+    manage(url, "seed_demo", "--records", "200", "--no-progress")
     before = in_step(url)
     for node in cluster.nodes:
         cluster.sql(node, "CREATE EXTENSION citus", database=name)
@@ -194,7 +194,7 @@ def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_clus
     out = manage(url, "distribute").stdout
 
     assert "search_document distributed by product_id: 4 shards on 2 node(s)" in out
-    assert "400 index rows distributed in" in out
+    assert "200 index rows distributed in" in out
     rebuilt = cluster.sql(
         "coordinator", "SELECT indexdef FROM pg_indexes WHERE indexname = 'search_document_hnsw'", database=name
     )
@@ -202,8 +202,8 @@ def test_a_database_grown_on_one_server_is_distributed_by_one_command(citus_clus
     assert in_step(url) == before
     local = cluster.sql("coordinator", "SELECT pg_relation_size('search_document')", database=name)
     assert local == [(0,)]  # the rows moved into the shards; the coordinator's own table is an empty shell
-    manage(url, "seed_demo", "--records", "450", "--seed", "1", "--no-progress")  # and writes go on
-    assert len(in_step(url)) > 400
+    manage(url, "seed_demo", "--records", "240", "--seed", "1", "--no-progress")  # and writes go on
+    assert len(in_step(url)) > 200
 
 
 OUTAGE = """
