@@ -218,6 +218,13 @@ def quick_retries(settings):
     settings.SYNC_HTTP_MAX_WAIT = 3
 
 
+@pytest.fixture
+def no_back_off(quick_retries, settings):
+    """A site that is down, not slow: its three tries follow one another at once
+    (the back-off's half second, then one, are not what such a test checks)."""
+    settings.SYNC_HTTP_MAX_WAIT = 0.01
+
+
 # -- the people of the API tests --------------------------------------------------------------
 # Alice curates records (she may add, change and delete them and import
 # files); Bob reads (an account and nothing more); an anonymous caller has

@@ -265,6 +265,7 @@ def test_a_rate_limit_that_outlasts_the_retries_fails_cleanly_and_keeps_what_was
     assert len(listings(github)) == 3  # the listing, tried three times
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_server_that_dies_mid_sync_loses_nothing_and_the_next_sync_resumes(github):
     crashes = add_crash_reports(github, 200)  # the crash-stats bot's week: three pages of a hundred
     github.die_after(2)  # the check and the first page

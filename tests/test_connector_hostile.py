@@ -335,6 +335,7 @@ def test_a_retry_after_that_is_no_time_is_waited_as_a_back_off(host, retry_after
     assert "created 5," in out
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_connection_closed_in_the_middle_of_a_body_is_tried_again_then_said(monkeypatch):
     monkeypatch.setenv("JIRA_EMAIL", "bot@example.com")
     monkeypatch.setenv("JIRA_API_TOKEN", "t")

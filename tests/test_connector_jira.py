@@ -202,6 +202,7 @@ def test_bad_credentials_and_an_unknown_project_write_nothing(jira, monkeypatch)
     assert not Source.objects.exists() and not Bug.objects.exists() and not Product.objects.exists()
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_an_unreachable_site_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("JIRA_EMAIL", "bot@example.com")
     monkeypatch.setenv("JIRA_API_TOKEN", "t")
@@ -264,6 +265,7 @@ def storm_after_pages(jira: FakeJira, pages: int) -> None:
     jira.handle = handle
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_site_that_dies_mid_sync_loses_nothing_and_the_next_sync_resumes(jira):
     jira.page_cap = 25
     jira.die_after(4)  # the check (2 requests) and two pages of 25

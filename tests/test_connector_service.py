@@ -75,6 +75,7 @@ def test_a_configured_source_syncs_when_due_by_its_name_and_not_before(source, j
         call_command("sync", "Hadoop", "--no-progress")
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_failed_syncs_show_on_the_dashboard_to_the_team_and_in_readyz(source, jira, django_user_model):
     call_command("sync", "Hadoop Jira", "--no-progress", stdout=io.StringIO())
     jira.stop()  # the site goes down

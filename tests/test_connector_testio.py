@@ -301,6 +301,7 @@ def test_429_is_retried_after_the_wait_the_api_asks_for(testio):
     assert arrivals[1] - arrivals[0] >= 0.95 and arrivals[2] - arrivals[1] >= 0.95
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_server_that_dies_mid_sync_loses_nothing_and_the_next_sync_completes(testio):
     testio.die_after(7)  # the product, four pages of tests, the bugs of the 50 oldest tests
 

@@ -301,6 +301,7 @@ def test_a_site_in_maintenance_is_waited_out(testrail):
     assert [r.path for r in testrail.requests].count("/api/v2/get_cases/3") >= 3
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_site_that_dies_mid_sync_loses_nothing_and_the_next_sync_reads_the_rest(testrail):
     testrail.page_cap = 10
     testrail.die_after(4)  # the project, two pages of cases and the sections
