@@ -251,6 +251,7 @@ def test_a_delivery_cannot_write_over_a_record_its_source_does_not_own(github, c
     assert not SyncedRecord.objects.filter(key=key).exists()
 
 
+@pytest.mark.usefixtures("no_back_off")
 def test_a_failed_try_writes_nothing_and_is_tried_again(github, client):
     github.edit(13, title="Filters: a later wording")
     SyncedRecord.objects.filter(upstream_id="13").delete()  # so the processor reads the issue from GitHub
