@@ -166,7 +166,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
         while time.monotonic() < deadline and not worker:
             assert server.poll() is None, "serve exited early"
             worker = [c for c in psutil.Process(server.pid).children() if "embed" in " ".join(c.cmdline())]
-            time.sleep(0.5)
+            time.sleep(0.1)
         assert worker, "serve should run the embedding worker beside the server"
         while time.monotonic() < deadline:  # until the server answers
             try:
@@ -174,7 +174,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
                     assert page.status == 200
                     break
             except OSError:
-                time.sleep(0.5)
+                time.sleep(0.1)
         else:
             pytest.fail("serve never answered")
 

@@ -81,7 +81,7 @@ def serving(env: dict, *options: str):
         deadline = time.monotonic() + 60
         while get(served, "/accounts/login/", json_body=False).status != 200:
             assert time.monotonic() < deadline, "serve never answered"
-            time.sleep(0.3)
+            time.sleep(0.1)
         yield served
     finally:
         children = psutil.Process(process.pid).children(recursive=True) if process.poll() is None else []

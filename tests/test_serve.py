@@ -74,7 +74,7 @@ def wait_until_serving(process: subprocess.Popen, health: str, mcp: str | None =
         except OSError:
             pass
         assert time.monotonic() < deadline, "it did not answer"
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
