@@ -120,13 +120,14 @@ def receive(kind: str, headers, body: bytes) -> Taken:
     event, delivery_id, project, upstream_id = READERS[kind](headers, payload, body)
     if event == "ping":
         return Taken("pong", "the webhook reaches this service and its signature is right")
-    # Only a Jira link event names no project (each Jira source reads its issues again);
-    # any other delivery without one is for no source.
-    fans_out = kind == "jira" and event.startswith("issuelink_")
-    targets = [s for s in verified if _same_project(s, project)] if project else verified if fans_out else []
+    if project:
+        targets = [s for s in verified if _same_project(s, project)]
+    else:  # only a Jira link event names no project (each Jira source reads its issues again)
+        targets = verified if kind == "jira" and event.startswith("issuelink_") else []
     if not targets:
         _count([s.pk for s in verified], hook_ignored=F("hook_ignored") + 1)
-        return Taken("ignored", f"no source here syncs {kind} project {str(project)[:80]!r}; nothing was written")
+        which = f"no source here syncs {kind} project {project[:80]!r}" if project else "it names no project"
+        return Taken("ignored", f"{which}; nothing was written")
     _bounded(targets)
     if not _store(targets, delivery_id, event[:100], upstream_id, payload):
         return Taken("duplicate", f"delivery {delivery_id[:80]} was taken before; nothing changed")
