@@ -35,9 +35,11 @@ from search.ranking import layout
 REF_FIELDS = ("kind", "key", "title", "status", "severity", "created_at", "updated_at")
 
 
-def _documents(user) -> QuerySet:
-    """The index rows `user` may see (`_with_keys` reads their product's and feature's keys)."""
-    documents = visible(Document.objects.all(), user).annotate(upper_key=Upper("key"))
+def _documents(visible_rows: QuerySet) -> QuerySet:
+    """`visible_rows`, the index rows a user may see (the access rule, read once a call: every
+    query of the call is built on them), found by key; `_with_keys` reads their products' and
+    features' keys."""
+    documents = visible_rows.annotate(upper_key=Upper("key"))
     if layout.distributed():
         return documents
     return documents.annotate(
@@ -63,9 +65,10 @@ def _ref(row: dict) -> RecordRef:
 def get(request: GetRequest, user) -> GetResponse:
     wanted = list(dict.fromkeys(request.keys))
     fields = ("id", *REF_FIELDS, "record_id", "product_id", "feature_id")
+    visible_rows = visible(Document.objects.all(), user)
     rows = {
         row["key"].upper(): row
-        for row in _with_keys(_documents(user).filter(upper_key__in=[k.upper() for k in wanted]), *fields)
+        for row in _with_keys(_documents(visible_rows).filter(upper_key__in=[k.upper() for k in wanted]), *fields)
     }
     found = [rows[k.upper()] for k in wanted if k.upper() in rows]
     # detail not given: full, unless fields name parts to add to a concise record.
@@ -78,7 +81,7 @@ def get(request: GetRequest, user) -> GetResponse:
         raw = dict(Bug.objects.filter(id__in=bug_ids).values_list("id", "raw_data")) if bug_ids else {}
     records = []
     for row in found:
-        related = _related(row, user) if request.include_related else None
+        related = _related(row, visible_rows) if request.include_related else None
         text = contents[row["id"]].fields if row["id"] in contents else None
         record = Record(
             **_ref(row).model_dump(),
@@ -189,12 +192,12 @@ def _relations(row: dict) -> dict[str, Q]:
     }[row["kind"]]
 
 
-def _related(row: dict, user) -> dict[str, Related]:
+def _related(row: dict, visible_rows: QuerySet) -> dict[str, Related]:
     """Each relation as its total and newest RELATED_MAX records, in one query: a
     UNION ALL of one part a relation (one query each took 5 for a bug)."""
     relations = _relations(row)
     parts = [
-        visible(Document.objects.filter(condition), user)
+        visible_rows.filter(condition)
         .annotate(relation=Value(name, output_field=CharField()), total=Window(Count("id")))
         .order_by("-created_at", "-id")
         .values("id", *REF_FIELDS, "total", "relation")[:RELATED_MAX]
@@ -213,18 +216,19 @@ def _related(row: dict, user) -> dict[str, Related]:
 
 def timeline(request: TimelineRequest, user) -> TimelineResponse:
     fields = ("id", *REF_FIELDS, "product_id", "feature_id")
-    found = _with_keys(_documents(user).filter(upper_key=request.key.upper()).order_by("id")[:1], *fields)
+    visible_rows = visible(Document.objects.all(), user)
+    found = _with_keys(_documents(visible_rows).filter(upper_key=request.key.upper()).order_by("id")[:1], *fields)
     if not found:
         raise NotFound.no_record(request.key)
     row = found[0]
     within = request.within if row["feature_id"] is not None else "product"
     if within == "feature":
-        neighbours, scope_key = Document.objects.filter(feature_id=row["feature_id"]), row["feature_key"]
+        neighbours, scope_key = visible_rows.filter(feature_id=row["feature_id"]), row["feature_key"]
     else:
-        neighbours, scope_key = Document.objects.filter(product_id=row["product_id"]), row["product_key"]
+        neighbours, scope_key = visible_rows.filter(product_id=row["product_id"]), row["product_key"]
     if request.entities:
         neighbours = neighbours.filter(kind__in=request.entities)
-    neighbours = visible(neighbours, user).values(*REF_FIELDS)
+    neighbours = neighbours.values(*REF_FIELDS)
     created, doc_id = row["created_at"], row["id"]
     earlier = Q(created_at__lt=created) | Q(created_at=created, id__lt=doc_id)
     later = Q(created_at__gt=created) | Q(created_at=created, id__gt=doc_id)
