@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import re
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -49,7 +48,7 @@ from django.db import connection
 from django.test.utils import setup_databases, teardown_databases
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_bench import load, server_env
+from mcp_bench import load, stdio_server
 
 from backlog.demo import generate
 
@@ -217,11 +216,9 @@ def main() -> None:
             user = get_user_model().objects.get(username="bench")
         user.user_permissions.add(Permission.objects.get(codename="access_all_products"))
         connection.close()
+        # Another checkout's server reads this checkout's embedded server (mcp_bench.server_env).
         root = args.server_root.resolve()
-        # Another checkout reads this checkout's embedded server and local model.
-        env = dict(server_env(database), EMBEDDED_PG_DIR=str(ROOT / ".pgdata"))
-        command = [str(root / "manage.py"), "mcp", "--user", "bench"]
-        server = StdioServerParameters(command=sys.executable, args=command, cwd=str(root), env=env)
+        server = stdio_server(database, root)
         tool_list, done = asyncio.run(run(server, asked))
     finally:
         teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
