@@ -44,7 +44,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -60,6 +59,7 @@ from pathlib import Path
 
 import psutil
 import psycopg
+from processes import stop_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -553,13 +553,7 @@ def serving(env: dict, folder: Path):
             time.sleep(0.2)
         yield url, token
     finally:
-        children = psutil.Process(process.pid).children(recursive=True)
-        process.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(60)
-        for child in (process, *children):
-            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-                child.kill()
+        stop_tree(process)
         log.close()
 
 

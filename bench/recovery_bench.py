@@ -43,6 +43,7 @@ from django_setup import ROOT  # sets Django up, DEBUG off: before the project's
 # isort: split
 
 import psutil
+from processes import stop_tree
 
 INTERVAL = 0.05
 OUTAGE_DEADLINE = 60.0
@@ -141,13 +142,7 @@ def serving(env: dict, *options: str):
             time.sleep(0.2)
         yield url, token, process
     finally:
-        children = psutil.Process(process.pid).children(recursive=True)
-        process.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(60)
-        for child in (process, *children):
-            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-                child.kill()
+        stop_tree(process)
 
 
 def ask(url: str, token: str) -> tuple[int, dict]:
