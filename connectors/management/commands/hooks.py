@@ -1,4 +1,4 @@
-"""`manage.py hooks`: process the webhook deliveries taken (connectors/hooks.py).
+"""`manage.py hooks`: process the webhook deliveries taken (connectors/hooks/).
 
 manage.py hooks            process what waits, then stop
 manage.py hooks --watch    keep processing until SIGTERM (serve runs it)
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         if not watch:
             self.stdout.write(f"{hooks.process_pending()} deliveries processed")
             return
-        connectors = hooks._Connectors()  # kept across rounds: a burst does not check the project each time
+        connectors = hooks.Connectors()  # kept across rounds: a burst does not check the project each time
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
         pruned_at = 0.0
         try:
