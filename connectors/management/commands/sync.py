@@ -34,6 +34,7 @@ from connectors import sync
 from connectors.base import SyncError
 from connectors.http import origin, without_credentials
 from connectors.models import Source
+from connectors.ownership import claim_product
 from connectors.sources import KINDS, connector_class
 
 logger = logging.getLogger(__name__)
@@ -128,17 +129,7 @@ class Command(BaseCommand):
         project = options["repo"] if kind == "github" else options["project"]
         if not project:
             raise CommandError("--repo OWNER/NAME is needed" if kind == "github" else "--project is needed")
-        url = (options["url"] or DEFAULT_URLS.get(kind) or "").strip().rstrip("/")
-        if not url:
-            raise CommandError(f"--url is needed for {kind}, like https://example.atlassian.net")
-        if url != without_credentials(url):
-            raise CommandError(
-                f"--url holds a user or password: give {without_credentials(url)} and put them in the "
-                "environment variables docs/connectors.md names (nothing was written)"
-            )
-        scheme, host, _ = origin(url)
-        if scheme not in ("http", "https") or not host:
-            raise CommandError(f"--url {url!r} is not an http(s) address: give it whole, like https://{url}")
+        url = self.site(kind, options["url"])
         cls = connector_class(kind)
         source = Source.objects.filter(kind=kind, url=url, project=project).first() or Source(
             kind=kind,
@@ -162,7 +153,7 @@ class Command(BaseCommand):
         try:
             connector = sync.connect(source)
             product = connector.check()
-            ours = sync.claim_product(source, product)
+            ours = claim_product(source, product)
         except SyncError as exc:
             raise CommandError(f"{source.name}: {exc}; nothing was written") from None
         except Exception as exc:  # an answer no check foresaw: one line, not a traceback
@@ -179,6 +170,23 @@ class Command(BaseCommand):
         if teams:
             source.teams.add(*teams)
         return source, connector, product
+
+    @staticmethod
+    def site(kind: str, given: str | None) -> str:
+        """The --url given (or the kind's default), without a trailing slash; refused
+        when missing, holding a user or password, or not an http(s) address."""
+        url = (given or DEFAULT_URLS.get(kind) or "").strip().rstrip("/")
+        if not url:
+            raise CommandError(f"--url is needed for {kind}, like https://example.atlassian.net")
+        if url != without_credentials(url):
+            raise CommandError(
+                f"--url holds a user or password: give {without_credentials(url)} and put them in the "
+                "environment variables docs/connectors.md names (nothing was written)"
+            )
+        scheme, host, _ = origin(url)
+        if scheme not in ("http", "https") or not host:
+            raise CommandError(f"--url {url!r} is not an http(s) address: give it whole, like https://{url}")
+        return url
 
     def register_webhook(self, source: Source, connector, url: str):
         """Create or update the source's webhook upstream (GitHub); the connector, for the sync after."""
