@@ -1,6 +1,6 @@
 """Request bodies: JSON, and the bulk import's JSON Lines, handed over line by line.
 
-`backlog.services.import_records` parses and validates each line itself
+`backlog.imports.import_records` parses and validates each line itself
 (with its line number), so these parsers only split the body into lines, as
 the import asks for them; three media types because clients send JSON Lines
 under all three names. A body over `settings.IMPORT_MAX_BYTES` is refused

@@ -185,7 +185,7 @@ class ProblemSerializer(serializers.Serializer):
 
 
 class ImportReportSerializer(serializers.Serializer):
-    """backlog.services.ImportReport as JSON: counts by kind, and every problem."""
+    """backlog.imports.ImportReport as JSON: counts by kind, and every problem."""
 
     written = serializers.BooleanField(help_text="false for a dry run and when nothing could be written")
     created = serializers.DictField(child=serializers.IntegerField(), help_text="records created, by kind")

@@ -25,8 +25,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backlog import access
+from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
 from search import ratelimit, service
 from search.contract import (
     DuplicateCheckRequest,

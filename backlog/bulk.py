@@ -16,6 +16,9 @@ from django.db import connection
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+# Rows an import writes in one statement, and an export reads in one fetch.
+BATCH_SIZE = 5000
+
 
 def _cursor() -> psycopg.Cursor:
     connection.ensure_connection()

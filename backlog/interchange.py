@@ -6,6 +6,7 @@ same format, so import -> export -> import is the identity.
 """
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -150,6 +151,31 @@ _adapter = TypeAdapter(AnyRecord)
 # What the relation fields of each kind must point at.
 RELATION_KINDS = {"product": "product", "feature": "feature", "test": "test", "duplicate_of": "bug"}
 
+# Dependency order: a record is written after the records it names.
+KIND_ORDER = ("product", "feature", "test", "bug")
+
+# The stored fields of each kind, in the order the format writes them;
+# relations are named by key in the file and by id in the table.
+FIELDS = {
+    "product": ["name", "description", "created_at", "updated_at"],
+    "feature": ["product", "name", "description", "acceptance_criteria", "created_at", "updated_at"],
+    "test": ["product", "feature", "title", "description", "steps", "status", "created_at", "updated_at"],
+    "bug": [
+        "product",
+        "feature",
+        "test",
+        "title",
+        "description",
+        "severity",
+        "status",
+        "duplicate_of",
+        "raw_data",
+        "created_at",
+        "updated_at",
+    ],
+}
+RELATIONS = ("product", "feature", "test", "duplicate_of")
+
 
 def parse_line(line: str | bytes) -> tuple[AnyRecord | None, list[str]]:
     """Validate one line: (record, []) or (None, [problem, ...])."""
@@ -233,3 +259,24 @@ def to_record(kind: str, row: dict) -> dict:
 
 def dumps(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False)
+
+
+@dataclass
+class Problem:
+    """What is wrong with a line of a file (`line` None: with the file)."""
+
+    line: int | None
+    key: str | None
+    message: str
+
+    def __str__(self):
+        where = f"line {self.line}" if self.line is not None else "file"
+        return f"{where}: {self.key + ': ' if self.key else ''}{self.message}"
+
+
+@dataclass
+class Parsed:
+    """A valid record of a file, and the line it is on."""
+
+    line: int
+    record: _Record

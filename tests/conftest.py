@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Scope
 from accounts.tokens import issue
-from backlog.services import import_records
+from backlog.imports import import_records
 from tests.citus import citus_cluster  # noqa: F401  (a session fixture: a Citus cluster on loopback)
 from tests.upstream.server import POLL_SECONDS
 

@@ -25,8 +25,8 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from backlog import access
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import import_records
 from search import service
 from search.contract import NotFound, SearchError
 

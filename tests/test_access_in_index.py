@@ -19,8 +19,8 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import import_records
 from search import service
 from search.query.scope import access_scope
 

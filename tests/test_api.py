@@ -22,8 +22,8 @@ from accounts.models import Scope
 from accounts.tokens import issue
 from api.errors import TooLarge
 from api.parsers import JSONLinesParser
+from backlog.imports import DATABASE_REFUSED, import_records
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
-from backlog.services import DATABASE_REFUSED, import_records
 from search import service
 from search.contract import SearchError
 

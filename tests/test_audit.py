@@ -16,8 +16,8 @@ from django.db import DatabaseError, connection, transaction
 from pghistory.models import Events
 
 from backlog import audit
+from backlog.imports import import_records
 from backlog.models import Bug, QATest
-from backlog.services import import_records
 
 from .conftest import TRAMLINE, client_with_token, jsonl, seeing_all_products
 

@@ -301,7 +301,7 @@ import json
 from datetime import UTC, datetime
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from backlog.services import import_records
+from backlog.imports import import_records
 from saved.models import SavedSearch
 owner, _ = User.objects.get_or_create(username="watcher", defaults={"is_superuser": True})
 saved = SavedSearch.objects.create(

@@ -47,9 +47,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from backlog.demo import generate
+from backlog.imports import import_records
 from backlog.interchange import dumps
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
 from search.contract import SearchRequest
 from search.operations.search import search
 from search.ranking import statistics

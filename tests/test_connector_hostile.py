@@ -21,8 +21,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import import_records
 from connectors import sync as syncing
 from connectors.management.commands.sync import Command as SyncCommand
 from connectors.models import RunStatus, Source, SyncedRecord, SyncRun

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from backlog.services import import_records
+from backlog.imports import import_records
 
 from .conftest import TRAMLINE, VAT_BUG, forget_history, jsonl, seeing_all_products
 

@@ -4,8 +4,8 @@ raw_data by FORMAT.md's rules, on every write path."""
 import pytest
 from django.db import connection
 
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import import_records
 
 from .conftest import jsonl
 

@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
+from backlog.exports import export_records
+from backlog.imports import import_records
 from backlog.models import Bug, BugStatus, Product
-from backlog.services import export_records, import_records
 
 from .conftest import TRAMLINE, VAT_BUG, client_with_token, jsonl, run_import
 

@@ -7,8 +7,8 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from rest_framework.test import APIClient
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from search import service
 from search.contract import SearchError
 from search.indexing.vectors import embed_pending

@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
+from backlog.imports import import_records
 from backlog.models import Bug
-from backlog.services import import_records
 
 from .conftest import jsonl
 from .test_ui_browser import alice, browser, close, corpus, docs_screenshot, log_in, new_page, page, screenshot  # noqa: F401

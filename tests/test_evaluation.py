@@ -399,7 +399,7 @@ def test_search_eval_from_links_judges_search_on_the_databases_own_duplicate_lin
         {"kind": "bug", "key": "BUG-8", "product": "PRD-2", "title": "Invoice totals are wrong",
          "duplicate_of": "BUG-7"},
     ]  # fmt: skip
-    from backlog.services import import_records
+    from backlog.imports import import_records
 
     assert import_records(jsonl(*records).splitlines()).written
     stdout, out = io.StringIO(), Path(tempfile.mkdtemp()) / "links.json"

@@ -19,8 +19,9 @@ from django.http import StreamingHttpResponse
 from django.test import override_settings
 from django.utils import timezone
 
+from backlog.exports import export_records
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import export_records, import_records
 from search import service
 
 from .conftest import TRAMLINE, client_with_token, jsonl, seeing_all_products

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from search.contract import SearchError, SearchRequest
 from search.operations.search import search
 from search.query.fields import read

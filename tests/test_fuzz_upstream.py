@@ -27,8 +27,8 @@ from django.core.management.base import CommandError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
 from tests.conftest import TRAMLINE, VAT_BUG, jsonl
 from tests.upstream.github import seamonkey
 from tests.upstream.hostile import Sink

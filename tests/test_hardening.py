@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from backlog.imports import import_records
 from backlog.models import Bug
-from backlog.services import import_records
 from search import service
 from search.contract import SearchError
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from backlog.imports import import_records
 from backlog.interchange import MAX_LINE_BYTES, MAX_TEXT_CHARS
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
-from backlog.services import import_records
 
 from .conftest import TRAMLINE, jsonl, run_import
 

@@ -15,8 +15,8 @@ import pytest
 from django.db import connection
 from tokenizers import Tokenizer
 
+from backlog.imports import import_records
 from backlog.models import Bug
-from backlog.services import import_records
 from search.indexing.embeddings import MAX_TOKENS, TOKENIZER_PATH, clip_text, document_text, get_provider
 from search.indexing.vectors import embed_pending, pending_count
 from search.models import Document

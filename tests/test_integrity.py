@@ -6,9 +6,9 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from backlog import services
+from backlog import imports as services
+from backlog.imports import import_records
 from backlog.models import Bug, Product
-from backlog.services import import_records
 
 from .conftest import jsonl
 

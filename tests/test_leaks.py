@@ -39,8 +39,8 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.models import ApiToken
 from accounts.oidc import sign_in
+from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest, key_taken_message
-from backlog.services import import_records
 from saved.models import SavedSearch
 from search.indexing.vectors import embed_pending
 

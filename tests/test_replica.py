@@ -35,8 +35,8 @@ from django.db import connections, transaction
 from django.db.utils import load_backend
 from django.test.utils import override_settings
 
+from backlog.imports import import_records
 from backlog.models import Bug
-from backlog.services import import_records
 from runtime.postgres import embedded, replicas, watchdog
 from search import service
 from search.indexing.vectors import embed_pending

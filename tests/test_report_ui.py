@@ -7,8 +7,8 @@ import re
 import pytest
 from django.contrib.auth.models import Permission, User
 
+from backlog.imports import import_records
 from backlog.models import Bug
-from backlog.services import import_records
 from search import service
 
 from .conftest import jsonl, seeing_all_products

@@ -11,7 +11,7 @@ index health: those start at 10,000 and 2,000 records).
 
 import pytest
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from search import service
 from search.indexing.vectors import embed_pending
 

@@ -23,8 +23,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from saved.addresses import WebhookRefused, check_url
 from saved.models import SavedSearch
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from search.contract import SearchError, SearchRequest, SimilarRequest, budget
 from search.indexing.embeddings import document_text
 from search.indexing.vectors import embed_pending

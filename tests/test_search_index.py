@@ -4,8 +4,8 @@ same transaction as the write."""
 import pytest
 from django.db import connection, transaction
 
+from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest
-from backlog.services import import_records
 from search.models import Document
 
 from .conftest import jsonl

@@ -42,7 +42,7 @@ LATER = [
 
 @pytest.fixture
 def story():
-    from backlog.services import import_records
+    from backlog.imports import import_records
 
     report = import_records(jsonl(*TRAMLINE, *LATER).splitlines())
     assert not report.problems, report.problems

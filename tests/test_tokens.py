@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def bob(db):
-    from backlog.services import import_records
+    from backlog.imports import import_records
 
     assert import_records(jsonl(*TRAMLINE).splitlines()).written
     return seeing_all_products(User.objects.create_user("bob", password="a-long-passphrase", is_staff=True))

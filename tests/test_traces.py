@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import pytest
 from pydantic import ValidationError
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from mcp_bridge import server
 from saved.models import SavedSearch
 from search import service

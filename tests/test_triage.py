@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from search.contract import SearchError
 from triage import junit, service
 from triage.models import Decision, Failure, Run

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from backlog.services import import_records
+from backlog.imports import import_records
 
 from .conftest import jsonl, seeing_all_products
 from .test_triage import FIXTURES, TRIAGE_STORY

@@ -21,7 +21,7 @@ from django.http import QueryDict
 from django.template import Context, Template
 from django.test import Client
 
-from backlog.services import import_records
+from backlog.imports import import_records
 from search import service
 from search.indexing.vectors import embed_pending
 

@@ -9,7 +9,7 @@ from her phone, a 390 by 844 viewport, with and without JavaScript.
 import pytest
 from playwright.sync_api import expect
 
-from backlog.services import import_records
+from backlog.imports import import_records
 
 from .conftest import jsonl
 from .test_ui_browser import alice, browser, close, corpus, log_in, new_page, page, screenshot  # noqa: F401

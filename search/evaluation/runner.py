@@ -14,7 +14,7 @@ from django.test.utils import setup_databases, teardown_databases
 from django.utils import timezone
 from pydantic import ValidationError
 
-from backlog.services import Progress, no_progress
+from backlog.imports import Progress, no_progress
 from search import db
 from search.contract import SearchError, SearchRequest, SimilarRequest
 from search.evaluation.metrics import DEPTH, DUPLICATE_METRICS, METRICS, cleaned, scores

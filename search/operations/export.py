@@ -8,7 +8,7 @@ again through the access rule, so a record moved out of the user's products
 (or deleted) after the ranking is left out, never written.
 
 JSON Lines is the interchange format itself (backlog.interchange, through
-backlog.services.export_selected): importing an export writes those records
+backlog.exports.export_selected): importing an export writes those records
 back as they were. CSV has one row a record with the columns of CSV_COLUMNS;
 a cell that a spreadsheet would read as a formula (starting with = + - @, a
 tab or a carriage return) gets a leading apostrophe.
@@ -25,8 +25,8 @@ from django.utils import timezone
 from django.utils.http import content_disposition_header
 from django.utils.text import slugify
 
+from backlog.exports import export_selected
 from backlog.interchange import dumps
-from backlog.services import export_selected
 from search import db
 from search.contract import SearchError
 from search.operations import keys

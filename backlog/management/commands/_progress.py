@@ -12,7 +12,7 @@ from backlog.interchange import dumps
 
 
 def progress_bars(enabled: bool | None = None):
-    """A factory for backlog.services: (description, total) -> a tqdm bar."""
+    """A factory for backlog.imports: (description, total) -> a tqdm bar."""
     if enabled is None:
         enabled = sys.stderr.isatty()
 

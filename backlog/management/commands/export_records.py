@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand
 
+from backlog.exports import count_records, export_records
+from backlog.interchange import KIND_ORDER
 from backlog.models import RECORD_MODELS
-from backlog.services import KIND_ORDER, count_records, export_records
 
 from ._progress import progress_bars, write_jsonl
 

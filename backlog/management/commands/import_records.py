@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from backlog.audit import in_surface
-from backlog.services import import_records
+from backlog.imports import import_records
 
 from ._progress import progress_bars
 

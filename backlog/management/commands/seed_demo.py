@@ -4,9 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from backlog.audit import in_surface
 from backlog.demo import generate
+from backlog.imports import import_records
 from backlog.interchange import dumps
 from backlog.models import RECORD_MODELS
-from backlog.services import import_records
 
 from ._progress import progress_bars, write_jsonl
 

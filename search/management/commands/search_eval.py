@@ -19,9 +19,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from backlog.imports import import_records
 from backlog.management.commands._progress import progress_bars
 from backlog.models import Product
-from backlog.services import import_records
 from search.evaluation.metrics import DUPLICATE_FORMULAS, DUPLICATE_METRICS, FORMULAS
 from search.evaluation.runner import (
     DATABASE_PREFIX,
