@@ -319,6 +319,12 @@ SERVE_WORKERS = envint("SERVE_WORKERS", 2 * (os.cpu_count() or 1))
 SERVE_THREADS = envint("SERVE_THREADS", 4)
 SERVE_TIMEOUT = envint("SERVE_TIMEOUT", 60)
 SERVE_ACCESS_LOG = envbool("SERVE_ACCESS_LOG", False)
+# The front before gunicorn (runtime/front.py) reads each request whole first: its
+# headers within SERVE_HEADER_TIMEOUT seconds, its body within SERVE_BODY_TIMEOUT
+# (and 1 s more a 64 KB), else a 408; at most SERVE_MAX_CONNECTIONS clients at once.
+SERVE_HEADER_TIMEOUT = envfloat("SERVE_HEADER_TIMEOUT", 10.0)
+SERVE_BODY_TIMEOUT = envfloat("SERVE_BODY_TIMEOUT", 30.0)
+SERVE_MAX_CONNECTIONS = envint("SERVE_MAX_CONNECTIONS", 1000)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -425,7 +431,7 @@ SYNC_HTTP_MAX_WAIT = envfloat("SYNC_HTTP_MAX_WAIT", 120.0)
 SYNC_HTTP_DEADLINE = envfloat("SYNC_HTTP_DEADLINE", 120.0)
 SYNC_HTTP_MAX_BYTES = envint("SYNC_HTTP_MAX_BYTES", 64 * 1024 * 1024)
 SYNC_RUN_DEADLINE = envfloat("SYNC_RUN_DEADLINE", 3600.0)
-# Webhooks (connectors/hooks.py): the largest body taken, deliveries a source
+# Webhooks (connectors/hooks/intake.py): the largest body taken, deliveries a source
 # takes a minute, and deliveries waiting to be processed before new ones get a
 # 503 (the vendors send them again); seconds between the processor's looks.
 WEBHOOK_MAX_BYTES = envint("WEBHOOK_MAX_BYTES", 5 * 1024 * 1024)

@@ -3,8 +3,10 @@ kept and stopped together.
 
 The web app runs under gunicorn (sync Django on threads in a few worker
 processes: the ORM, the search SQL and the embedding model are all blocking
-calls, which an ASGI server would only hand to a thread pool again), as a
-child process beside supervised ones: the embedding worker, MCP over
+calls, which an ASGI server would only hand to a thread pool again) on a
+private Unix socket, behind the front (runtime/front.py), which listens at
+SERVE_ADDRPORT and reads every request whole before a thread sees it. It
+runs as a child process beside supervised ones: the front, the embedding worker, MCP over
 streamable HTTP (`mcp --transport http`, the SDK's own ASGI app under
 uvicorn), the saved searches' webhook sender (`notify_saved_searches
 --watch`), the sources' scheduled syncs (`sync --watch`) and the trackers'
@@ -14,9 +16,11 @@ when it dies (search.indexing.worker.Supervisor), and all stop with the server.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -39,6 +43,12 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
     if os.getppid() != parent:  # it died before we asked
         sys.exit(128 + signal.SIGTERM)
     children = helpers(addrport, embed, mcp_port)
+    # gunicorn on a socket of its own, which only the front (runtime.front) reaches:
+    # the front reads every request whole before a worker's thread sees it.
+    private = Path(tempfile.mkdtemp(prefix="qa-search-"))  # 0700: this user's alone
+    upstream = private / "gunicorn.sock"
+    if server == "gunicorn":
+        children.append(Supervisor("front", front_command(addrport, upstream), backoff_first=0.2))
     for helper in children:
         helper.start()
     web = None
@@ -47,7 +57,7 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
             call_command("runserver", addrport, use_reloader=False)
             return
         connections.close_all()  # nothing of this process's is shared with the server's
-        web = subprocess.Popen(gunicorn_command(addrport), preexec_fn=die_with_parent)
+        web = subprocess.Popen(gunicorn_command(f"unix:{upstream}"), preexec_fn=die_with_parent)
         web.wait()
     finally:
         if web is not None and web.poll() is None:
@@ -55,6 +65,7 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
             web.wait(60)
         for helper in children:
             helper.stop()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def helpers(addrport: str, embed: bool, mcp_port: int) -> list[Supervisor]:
@@ -81,8 +92,39 @@ def helpers(addrport: str, embed: bool, mcp_port: int) -> list[Supervisor]:
     return found
 
 
-def gunicorn_command(addrport: str) -> list[str]:
-    """gunicorn serving config.wsgi at `addrport`: SERVE_WORKERS processes
+def front_command(addrport: str, upstream: Path) -> list[str]:
+    """The front at `addrport`, handing whole requests to gunicorn at `upstream`
+    (runtime/front.py): SERVE_HEADER_TIMEOUT for a request's headers,
+    SERVE_BODY_TIMEOUT (and more for a large one) for its body, and no body
+    larger than the largest an endpoint takes, refused on its declared length."""
+    largest = max(settings.IMPORT_MAX_BYTES, settings.TRIAGE_MAX_BYTES, settings.WEBHOOK_MAX_BYTES)
+    return [
+        sys.executable,
+        "-m",
+        "runtime.front",
+        "--listen",
+        addrport,
+        "--upstream",
+        str(upstream),
+        "--header-timeout",
+        str(settings.SERVE_HEADER_TIMEOUT),
+        "--body-timeout",
+        str(settings.SERVE_BODY_TIMEOUT),
+        "--upstream-timeout",
+        str(settings.SERVE_TIMEOUT + 10),  # gunicorn's own ends a request first
+        # A multipart form's parts and boundaries around the largest file it may carry.
+        "--max-body",
+        str(largest + 64 * 1024),
+        # The request line Django answers with a 414 in JSON (REQUEST_LINE_MAX_BYTES), and headers.
+        "--max-header-bytes",
+        str(settings.REQUEST_LINE_MAX_BYTES + 64 * 1024),
+        "--max-connections",
+        str(settings.SERVE_MAX_CONNECTIONS),
+    ]
+
+
+def gunicorn_command(bind: str) -> list[str]:
+    """gunicorn serving config.wsgi at `bind` (ADDR:PORT, or unix:PATH): SERVE_WORKERS processes
     (default: two a core) of SERVE_THREADS threads (default 4), each request
     at most SERVE_TIMEOUT seconds. The request line is not limited here:
     Django answers one over REQUEST_LINE_MAX_BYTES with a 414 in JSON
@@ -93,7 +135,7 @@ def gunicorn_command(addrport: str) -> list[str]:
         "gunicorn",
         "config.wsgi:application",
         "--bind",
-        addrport,
+        bind,
         "--worker-class",
         "gthread",
         "--workers",
