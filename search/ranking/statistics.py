@@ -9,39 +9,23 @@ products' records, never read from the column statistics (which count every
 record): a score, a plan or a spelling correction never depends on records
 the user cannot see. docs/benchmarks.md measures what the counting costs.
 
-Where Citus distributes search_document (search.ranking.layout), the
-coordinator's table is an empty shell without statistics: N and the common
-words come from the shards' own (`_across_shards`), gathered in one round
-trip to the workers and cached as one server's are. What "the same as one
-server" means there: ANALYZE reads every row of a table (or shard) of up
-to 300 x default_statistics_target rows (30,000) and lists its most common
-lexemes (up to 10 x the target) with their counts. Below that size, on
-both layouts, a word's document frequency is its exact count, whether read
-from the statistics or counted; so N, every df, every score and every
-keyword order are the same (tests/test_citus_search.py). Two limits: ANALYZE
-counts lexemes lossily once a table's rows hold more than about 144,000
-of them (some thousands of records), which can undercount a word that was
-rare in the rows it read first; and past 30,000 rows both read samples,
-each figure an estimate (a word in one record in ten within about 3.5 %
-of its count, at two standard errors), so scores differ by that much and
-near ties may swap.
+Where Citus distributes search_document (search.ranking.layout), N and
+the common words come from the shards' own statistics
+(search.ranking.common_words), cached as one server's are. Counting a
+word's records, exactly, capped or from a sample: search.ranking.counting.
 """
 
-import json
 import math
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 
-import numpy as np
-
 from search import db
-from search.indexing.sql import MONTH_PREFIX, SAMPLE_BUCKETS, SAMPLE_PREFIX
+from search.indexing.sql import MONTH_PREFIX
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope, words_match
-from search.ranking import config, layout
+from search.ranking import common_words, config, counting, layout
+from search.ranking.counting import CACHE_SECONDS
 
 # Per database alias (search.db): a replica's statistics may trail the primary's.
 # alias -> {"at": when read, "n": N, "freq": lexeme -> fraction}
@@ -49,7 +33,6 @@ _stats_cache: dict[str, dict] = {}
 # (alias, products) -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
 _scoped_n: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
 CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
-CACHE_SECONDS = 30
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
@@ -111,64 +94,11 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
         return float(max(counted, 1)), {}
     freq = {}
     for elements, freqs in rows:
-        freq.update(_listed(elements, freqs))
+        freq.update(common_words.listed(elements, freqs))
     # Only cache for a large corpus; a small one is counted every time, cheaply.
     if reltuples >= CACHED_FROM:
         _stats_cache[alias] = {"at": time.monotonic(), "n": float(reltuples), "freq": freq}
     return float(max(reltuples, 1)), freq
-
-
-def _listed(elements: str | None, freqs: list[float]) -> dict[str, float]:
-    """most_common_elems (as text) and their most_common_elem_freqs, lexeme -> fraction
-    (the two figures ANALYZE adds after them, the least and the greatest, left out)."""
-    return dict(zip(_elements(elements), freqs, strict=False))
-
-
-def _elements(elements: str | None) -> list[str]:
-    return [e.strip('"') for e in elements.strip("{}").split(",")] if elements else []
-
-
-# -- a distributed table: the shards' statistics -----------------------------------------------
-
-# One shard's figures, for a shard `c` (pg_class) in schema `n`: its row
-# estimate, its size (a shard never analyzed has reltuples -1 whether or
-# not it holds rows: its size tells), and per column the common lexemes,
-# their fractions and the statistics target they were listed under.
-_SHARD_JSON = """json_build_array(c.reltuples, pg_relation_size(c.oid), (
-    SELECT json_agg(json_build_array(st.attname, st.most_common_elems::text, st.most_common_elem_freqs::float8[],
-                                     coalesce(nullif(a.attstattarget, -1),
-                                              current_setting('default_statistics_target')::int)))
-    FROM pg_stats st JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = st.attname
-    WHERE st.schemaname = n.nspname AND st.tablename = c.relname
-      AND st.attname IN ('search_vector', 'search_markers')))"""
-
-# Each worker reads the shards it holds (one placement each: the metadata Citus
-# keeps on every node says which), one round trip for the whole cluster; with the
-# shards the coordinator knows, to tell whether every shard answered.
-SHARD_STATISTICS_SQL = f"""
-    SELECT (SELECT array_agg(shardid) FROM pg_dist_shard WHERE logicalrelid = 'search_document'::regclass),
-           array_agg(w.result) FILTER (WHERE w.success)
-    FROM run_command_on_workers($$
-        SELECT coalesce(json_agg(json_build_array(s.shardid, {_SHARD_JSON})), '[]')
-        FROM pg_dist_shard s
-        JOIN pg_dist_placement p ON p.shardid = s.shardid AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
-        JOIN pg_class c ON c.oid = to_regclass(shard_name(s.logicalrelid, s.shardid))
-        JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE s.logicalrelid = 'search_document'::regclass
-    $$) w
-"""
-
-# Shard by shard, where the workers cannot say it all (a shard on the coordinator,
-# workers without Citus' metadata): a connection to each shard, several times slower.
-EACH_SHARD_SQL = f"""
-    SELECT shardid, result FROM run_command_on_shards('search_document', $$
-        SELECT {_SHARD_JSON} FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE c.oid = '%1$s'::regclass
-    $$) WHERE success
-"""
-
-ANALYZED_ROWS_PER_TARGET = 300  # ANALYZE samples 300 x the statistics target rows
-LISTED_PER_TARGET = 10  # and lists up to 10 x the target lexemes of a tsvector
 
 
 def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
@@ -178,7 +108,7 @@ def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
     server does, a corpus below CACHED_FROM is counted too, and when the
     statistics describe other rows (a shard analyzed before the last
     writes, or never) every word is counted instead."""
-    shards = _shard_statistics()
+    shards = common_words.shard_statistics()
     n = sum(max(rows, 0.0) for rows, _, _ in shards)
     unanalyzed = any(rows < 0 and size > 0 for rows, size, _ in shards)
     counted = n
@@ -189,78 +119,10 @@ def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
     if unanalyzed or counted != n:
         n, freq = counted, {}
     else:
-        freq = _combined(shards, n, config.current().exact_limit)
+        freq = common_words.combined(shards, n, config.current().exact_limit)
     n = float(max(n, 1))
     _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}
     return n, freq
-
-
-def _shard_statistics() -> list[tuple[float, int, list | None]]:
-    """(reltuples, bytes, [[column, elements, freqs, target], ...] or None) of every shard."""
-    with db.cursor() as cursor:
-        cursor.execute(SHARD_STATISTICS_SQL)
-        shard_ids, results = cursor.fetchone()
-        found = {}
-        for result in results or []:
-            for shard_id, figures in json.loads(result):
-                found.setdefault(shard_id, figures)  # a replicated shard: its first placement
-        if set(found) != set(shard_ids or ()):
-            cursor.execute(EACH_SHARD_SQL)
-            found = {shard_id: json.loads(result) for shard_id, result in cursor.fetchall()}
-    return [(float(rows), int(size), columns) for rows, size, columns in found.values()]
-
-
-def _combined(shards: list, n: float, cap: int) -> dict[str, float]:
-    """lexeme -> fraction of all `n` documents, from every shard's common
-    lexemes weighted by the shard's rows. A shard lists its most common
-    lexemes only: one it does not list has there at most what its least
-    listed one has (fewer, when the list was not cut at its length; none,
-    when the least listed is in one document). So a lexeme's count over the
-    shards is its listed counts plus at most that `slack`:
-
-    - no slack (every shard that could hold it lists it): the exact count,
-      as one server's statistics have it below ANALYZE's sample size;
-    - some slack, and possibly above `cap` (exact_limit: a common word,
-      never counted by the keyword arm): the middle of the two, within
-      half the slack of the truth, on an idf that is flat there;
-    - else: left out, so the keyword arm counts it exactly, as it counts
-      every word one server's statistics do not list.
-
-    A shard with rows but no statistics for a column leaves that column out
-    altogether (every word counted), as one server without them does."""
-    freq: dict[str, float] = {}
-    for column in ("search_vector", "search_markers"):  # each column's lexemes are its own ("~" first: markers)
-        lower: dict[str, float] = {}
-        listed_bound: dict[str, float] = {}
-        total_bound = 0.0
-        complete = True
-        for rows, _, columns in shards:
-            if rows <= 0:
-                continue
-            stats = next((c[1:] for c in columns or [] if c[0] == column), None)
-            if not stats or not stats[0]:
-                complete = False
-                break
-            elements, freqs, target = _elements(stats[0]), stats[1], stats[2]
-            least = freqs[len(elements)] if len(freqs) > len(elements) else min(freqs)
-            sample = min(rows, ANALYZED_ROWS_PER_TARGET * target)
-            in_sample = round(least * sample)
-            cut = len(elements) >= LISTED_PER_TARGET * target
-            bound = (in_sample if cut else max(in_sample - 1, 0)) * rows / sample
-            total_bound += bound
-            for lexeme, fraction in zip(elements, freqs, strict=False):
-                lower[lexeme] = lower.get(lexeme, 0.0) + fraction * rows
-                listed_bound[lexeme] = listed_bound.get(lexeme, 0.0) + bound
-        if not complete:
-            continue
-        for lexeme, count in lower.items():
-            slack = total_bound - listed_bound[lexeme]
-            if slack > 0.5:
-                if count + slack <= cap:
-                    continue
-                count += slack / 2
-            freq[lexeme] = float(np.float32(round(count) / n))
-    return freq
 
 
 def recent_months(fraction: float, products: Sequence[int] | None = None) -> tuple[str, float] | None:
@@ -334,105 +196,17 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
     if to_count and products is not None:
         # Every word is counted here, common ones too: those a sample finds
         # common are estimated from it, the rest counted exactly (capped).
-        df.update(common := _sampled(to_count, products, n))
+        df.update(common := counting.sampled(to_count, products, n))
         to_count = [q for q in to_count if q not in common]
     if to_count:  # rare words: through the GIN index, one statement
         # Over some products, as their scope asks: their words' own index (Scope.words).
         within = "" if products is None else "AND d.product_id = ANY(%(products)s) "
         words = words_match("{q}::tsquery", None if products is None else "%(products)s::bigint[]")
-        counted = _count_each(
+        counted = counting.count_each(
             to_count, words, within, {"products": list(products or ())}, cap=config.current().exact_limit + 1
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
-
-
-def _count_each(tsqueries: list[str], match: str, condition: str, params: dict, cap: int | None = None):
-    """How many rows `d` of search_document match each of `tsqueries`
-    (`match`: SQL with `{q}` where the tsquery goes) and `condition` ("" or
-    "AND ..."), at most `cap` each when given; in one statement.
-
-    On one server each tsquery is written out in a subquery of its own, so
-    the planner weighs each word by its own frequency, and a capped count
-    stops at its cap; no subquery refers to an outer row. On a distributed
-    table (search.ranking.layout), `_count_on_shards`."""
-    if layout.distributed():
-        return _count_on_shards(tsqueries, match, condition, params, cap)
-    values = {**params, **{f"q{i}": q for i, q in enumerate(tsqueries)}}
-    matches = [match.format(q=f"%(q{i})s") for i in range(len(tsqueries))]
-    if cap:
-        values["cap"] = cap
-        count_sql = "SELECT count(*) FROM (SELECT 1 FROM search_document d WHERE {m} {condition}LIMIT %(cap)s) s"
-    else:
-        count_sql = "SELECT count(*) FROM search_document d WHERE {m} {condition}"
-    parts = [f"SELECT {i}, ({count_sql.format(m=m, condition=condition)})" for i, m in enumerate(matches)]
-    with db.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), values)
-        return {tsqueries[i]: count for i, count in cursor.fetchall()}
-
-
-# On a distributed table: (alias, what was counted, tsquery) -> (when, count), the last COUNTS_KEPT.
-_counts: OrderedDict[tuple, tuple[float, int]] = OrderedDict()
-_counts_lock = threading.Lock()
-COUNTS_KEPT = 10_000
-
-
-def _count_on_shards(tsqueries: list[str], match: str, condition: str, params: dict, cap: int | None):
-    """_count_each on a distributed table. Citus would plan each subquery
-    apart, and a capped one would gather up to `cap` rows a shard on the
-    coordinator: here the tsqueries are rows, each joined to its matches
-    (an index probe each, as each subquery is on one server), counted on
-    every shard at once and added up; the cap applies after. The same
-    figures, in one round trip (4 ms against 50 for the subqueries, at
-    20,000 records). As that round trip asks every shard, a count is kept
-    for CACHE_SECONDS, as the corpus statistics are: it may trail the
-    writes of those seconds, as the statistics trail them until the next
-    ANALYZE."""
-    what = (db.alias(), match, condition, json.dumps(params, sort_keys=True, default=str), cap)
-    now, found = time.monotonic(), {}
-    with _counts_lock:
-        for q in tsqueries:
-            kept = _counts.get((*what, q))
-            if kept and now - kept[0] < CACHE_SECONDS:
-                found[q] = kept[1]
-    missing = [q for q in tsqueries if q not in found]
-    if missing:
-        with db.cursor() as cursor:
-            cursor.execute(
-                "SELECT q.i, count(*) FROM unnest(%(tsqueries)s::text[]) WITH ORDINALITY q(t, i) "
-                f"JOIN search_document d ON {match.format(q='q.t')} WHERE TRUE {condition} GROUP BY q.i",
-                {**params, "tsqueries": missing},
-            )
-            counted = dict(cursor.fetchall())
-        with _counts_lock:
-            for i, q in enumerate(missing, start=1):
-                found[q] = min(counted.get(i, 0), cap or math.inf)
-                _counts[(*what, q)] = (now, found[q])
-                _counts.move_to_end((*what, q))
-            while len(_counts) > COUNTS_KEPT:
-                _counts.popitem(last=False)
-    return found
-
-
-SAMPLED_DOCUMENTS = 2000
-
-
-def _sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str, float]:
-    """The df of those of `tsqueries` that are common (over the cap) among
-    the records of `products` (N of them), estimated from the records of the
-    first few sample buckets (search.indexing.sql: a hash of each record's own id, so
-    the sample is the same whatever other products hold). Counting a common
-    word exactly reads much of the table, and a capped count would put every
-    common word at the cap, where the keyword arm's plans cannot tell them apart."""
-    buckets = max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / n)))
-    counted = _count_each(
-        tsqueries,
-        words_match("{q}::tsquery", "%(products)s::bigint[]"),
-        "AND d.search_markers @@ %(buckets)s::tsquery AND d.product_id = ANY(%(products)s)",
-        {"products": list(products), "buckets": " | ".join(f"'{SAMPLE_PREFIX}{i}'" for i in range(buckets))},
-    )
-    scale = SAMPLE_BUCKETS / buckets
-    return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}
 
 
 def idf(n: float, df: float) -> float:
