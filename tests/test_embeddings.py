@@ -17,16 +17,10 @@ import pytest
 from django.test import override_settings
 
 from search.indexing import embeddings, local_model
-from search.indexing.embeddings import (
-    MAX_DOCUMENT_CHARS,
-    EmbeddingError,
-    EmbeddingProvider,
-    document_text,
-    get_provider,
-    reset_provider,
-)
+from search.indexing.embeddings import document_text, get_provider, reset_provider
 from search.indexing.hosted_model import OpenAIEmbeddingProvider
 from search.indexing.local_model import LocalEmbeddingProvider
+from search.indexing.provider import MAX_DOCUMENT_CHARS, EmbeddingError, EmbeddingProvider
 
 from .conftest import JSONHandler, serving
 

@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 
 from backlog.imports import import_records
 from backlog.models import Bug
-from search.indexing.embeddings import MAX_TOKENS, TOKENIZER_PATH, clip_text, document_text, get_provider
+from search.indexing.embeddings import document_text, get_provider
+from search.indexing.provider import MAX_TOKENS, TOKENIZER_PATH, clip_text
 from search.indexing.vectors import embed_pending, pending_count
 from search.models import Document
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from search.indexing.embeddings import EmbeddingError, clip_text, l2_normalise
+from search.indexing.provider import EmbeddingError, clip_text, l2_normalise
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from search.indexing.embeddings import (
+from search.indexing.provider import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_LOCAL_VARIANT,
     DEFAULT_THREADS,

@@ -14,7 +14,8 @@ inside every arm's SQL), and scores compare only within one call.
 from dataclasses import dataclass
 
 from search.contract import SemanticUnavailable
-from search.indexing.embeddings import EmbeddingError, unavailable_reason
+from search.indexing.embeddings import unavailable_reason
+from search.indexing.provider import EmbeddingError
 from search.query.scope import Scope
 from search.ranking import config, fusion, rerank, semantic
 from search.ranking.rows import ArmResult

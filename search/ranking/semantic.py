@@ -13,7 +13,8 @@ from collections import OrderedDict
 import numpy as np
 
 from search import db
-from search.indexing.embeddings import EmbeddingError, get_provider
+from search.indexing.embeddings import get_provider
+from search.indexing.provider import EmbeddingError
 from search.query.scope import Scope
 from search.ranking import config, facets, layout
 from search.ranking.rows import ArmResult, RowInfo, info_columns, info_params
@@ -121,21 +122,7 @@ def nearest(
         LIMIT %(depth)s
     """
     params = {"vector": literal, "keyword": keyword_query, "model": model_id, "depth": depth, "toward": toward}
-    ef_search = int(max(config.current().hnsw_ef_search, min(depth, 1000)))
-    settings = ["hnsw.iterative_scan = relaxed_order", f"hnsw.ef_search = {ef_search}"]
-    if layout.distributed():
-        # Every shard walks its own HNSW graph. pgvector's estimate of an HNSW
-        # scan grows with ef_search, and at 400 it comes near a sequential
-        # scan and top-N sort of a few thousand rows, which is what a shard
-        # holds: the planner read every vector of every shard (4 shards, 20,000
-        # rows: 41 to 65 ms against 6 to 10 through the index; one server flips
-        # the same way at 5,909 rows when its table is compact, after a restore
-        # or VACUUM FULL). Without sequential scans there, a shard walks its
-        # index, or, under a filter selective enough for an index of its own
-        # (a product, a status), sorts exactly the few rows that filter keeps:
-        # the HNSW scan of a filtered shard missed 6 of the top 20 and took
-        # twice as long under restrictive filters.
-        settings.append("enable_seqscan = off")
+    settings = _scan_settings(depth)
     # Settings local to this transaction, not the session's: a connection
     # pooler in transaction mode may hand the session to someone else. SET
     # LOCAL statements, not set_config(): Citus passes SET LOCAL on to the
@@ -154,3 +141,23 @@ def nearest(
         info[pk] = RowInfo(float(updated), float(created), has_vector, title)
     ranked = [(row[0], 1.0 - float(row[1])) for row in rows]
     return ArmResult(ranked, len(rows), True, counts, info=info, outside_rows=outside_rows)
+
+
+def _scan_settings(depth: int) -> list[str]:
+    """How the index is walked for `depth` neighbours (SET LOCAL, see nearest)."""
+    ef_search = int(max(config.current().hnsw_ef_search, min(depth, 1000)))
+    settings = ["hnsw.iterative_scan = relaxed_order", f"hnsw.ef_search = {ef_search}"]
+    if layout.distributed():
+        # Every shard walks its own HNSW graph. pgvector's estimate of an HNSW
+        # scan grows with ef_search, and at 400 it comes near a sequential
+        # scan and top-N sort of a few thousand rows, which is what a shard
+        # holds: the planner read every vector of every shard (4 shards, 20,000
+        # rows: 41 to 65 ms against 6 to 10 through the index; one server flips
+        # the same way at 5,909 rows when its table is compact, after a restore
+        # or VACUUM FULL). Without sequential scans there, a shard walks its
+        # index, or, under a filter selective enough for an index of its own
+        # (a product, a status), sorts exactly the few rows that filter keeps:
+        # the HNSW scan of a filtered shard missed 6 of the top 20 and took
+        # twice as long under restrictive filters.
+        settings.append("enable_seqscan = off")
+    return settings

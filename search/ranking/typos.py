@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 from functools import cache
 
 from search import db
-from search.indexing.embeddings import TOKENIZER_PATH
+from search.indexing.provider import TOKENIZER_PATH
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope
 from search.ranking import facets, layout, statistics

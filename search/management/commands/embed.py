@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from backlog.management.commands._progress import progress_bars
-from search.indexing.embeddings import EmbeddingError, get_provider
+from search.indexing.embeddings import get_provider
+from search.indexing.provider import EmbeddingError
 from search.indexing.vectors import embed_pending, pending_count
 
 
