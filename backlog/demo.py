@@ -417,39 +417,98 @@ def _severity(rng, mode_i: int) -> str:
 
 
 def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bool) -> dict:
-    """One bug; with `orig` (a spec of an earlier bug) a paraphrased duplicate of it."""
+    """One bug; with `orig` (a spec of an earlier bug) a paraphrased duplicate of it.
+    Its parts are drawn in a fixed order from `rng`: the same seed, the same bug."""
     p, b = f.product, f.base
     if orig:
-        o_key, mode_i, prob_i, o_title, o_actual, act_i, ctx_i, o_created, o_sev, with_feature, o_test = orig
-        mode = MODES[mode_i]
-        titles, actuals = mode[7][prob_i]
-        title_i = (o_title + 1 + int(rng.random() * (len(titles) - 1))) % len(titles)
-        actual_i = (o_actual + 1) % len(actuals)
-        created = min(END, o_created + 3600 + int(rng.random() * 20 * DAY))
-        severity = o_sev if rng.random() < 0.7 else _severity(rng, mode_i)
-        test = o_test if rng.random() < 0.5 else None
+        mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test = _duplicate_problem(rng, orig)
+        with_feature = orig[9]
     else:
-        mode_i = _pick(rng, b.modes)
-        mode = MODES[mode_i]
-        prob_i = int(rng.random() * len(mode[7]))
-        titles, actuals = mode[7][prob_i]
-        title_i, actual_i = int(rng.random() * len(titles)), int(rng.random() * len(actuals))
-        act_i = _pick_act(rng, b)
-        ctx_i = -1
-        if rng.random() < 0.5 and mode[0] not in NO_CONTEXT:
-            ctx_i = int(rng.random() * len(p.contexts))
-        created = _later(rng, f.created)
-        severity = _severity(rng, mode_i)
-        test = None
-        if f.tests and rng.random() < 0.4:
-            test = f.tests[int(rng.random() * len(f.tests))]
-            created = min(END, max(created, test[2] + 3600))
-            if rng.random() < 0.7:
-                act_i = test[3]  # found by that test, so the same scenario
+        mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test = _new_problem(rng, f)
+    mode = MODES[mode_i]
+    titles, actuals = mode[7][prob_i]
     act = b.acts[act_i]
     ctx = p.contexts[ctx_i] if ctx_i >= 0 else None
     ver = _version(p, created)
     env, flavour, os_label = _environment(rng, p, ver)
+    slots = _bug_slots(rng, f, mode, act, act_i, ctx, ver)
+    title = _bug_title(rng, titles[title_i].format_map(slots), os_label, ver)
+    actual = _cap(actuals[actual_i].format_map(slots))
+    expected = _cap(_pick(rng, mode[8]).format_map(slots))
+    slots["actual"], slots["actual_l"] = actual, _lower_first(actual)
+    text = _bug_description(rng, f, test, ver, slots)
+    detail = mode[6] if prob_i in DETAIL_PROBLEMS.get(mode[0], (prob_i,)) else ""
+    if detail and rng.random() < 0.45:
+        text += _bug_detail(rng, f, mode[0], detail, slots, flavour, created)
+    steps = _bug_steps(rng, f, act, act_i, ctx, orig)
+    status, settle = _bug_status(rng, created, orig is not None)
+    raw = _bug_raw(rng, p, b.comp, mode[3], os_label, env, ver, steps, actual, expected)
+    if orig:
+        raw["duplicate_of"] = orig[0]
+    _drop_a_raw_field(rng, raw)
+    record = {
+        "kind": "bug",
+        "key": key,
+        "product": p.key,
+        "title": title,
+        "description": text,
+        "severity": severity,
+        "status": status,
+        "raw_data": raw,
+        "created_at": _iso(created),
+        "updated_at": _iso(min(END, created + settle)),
+    }
+    if with_feature:
+        record["feature"] = f.key
+    if test:
+        record["test"] = test[0]
+    if orig:
+        record["duplicate_of"] = orig[0]
+    if not orig:
+        f.bugs.append((key, mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, with_feature, test))
+        if len(f.bugs) > 5:
+            del f.bugs[0]
+    return record
+
+
+def _duplicate_problem(rng, orig: tuple) -> tuple:
+    """A duplicate's problem: the original's, told in other words, a little later."""
+    o_key, mode_i, prob_i, o_title, o_actual, act_i, ctx_i, o_created, o_sev, with_feature, o_test = orig
+    titles, actuals = MODES[mode_i][7][prob_i]
+    title_i = (o_title + 1 + int(rng.random() * (len(titles) - 1))) % len(titles)
+    actual_i = (o_actual + 1) % len(actuals)
+    created = min(END, o_created + 3600 + int(rng.random() * 20 * DAY))
+    severity = o_sev if rng.random() < 0.7 else _severity(rng, mode_i)
+    test = o_test if rng.random() < 0.5 else None
+    return mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test
+
+
+def _new_problem(rng, f: _Feature) -> tuple:
+    """A new bug's problem: a failure mode of the feature, maybe found by one of its tests."""
+    p, b = f.product, f.base
+    mode_i = _pick(rng, b.modes)
+    mode = MODES[mode_i]
+    prob_i = int(rng.random() * len(mode[7]))
+    titles, actuals = mode[7][prob_i]
+    title_i, actual_i = int(rng.random() * len(titles)), int(rng.random() * len(actuals))
+    act_i = _pick_act(rng, b)
+    ctx_i = -1
+    if rng.random() < 0.5 and mode[0] not in NO_CONTEXT:
+        ctx_i = int(rng.random() * len(p.contexts))
+    created = _later(rng, f.created)
+    severity = _severity(rng, mode_i)
+    test = None
+    if f.tests and rng.random() < 0.4:
+        test = f.tests[int(rng.random() * len(f.tests))]
+        created = min(END, max(created, test[2] + 3600))
+        if rng.random() < 0.7:
+            act_i = test[3]  # found by that test, so the same scenario
+    return mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test
+
+
+def _bug_slots(rng, f: _Feature, mode: tuple, act: str, act_i: int, ctx, ver: str) -> dict:
+    """What the bug's sentences are filled in with: the feature's words, a count, codes, amounts."""
+    p, b = f.product, f.base
     n = 2 + int(rng.random() * 7)
     slots = b.slots.copy()
     slots.update(
@@ -469,7 +528,12 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
         a = 5 + int(rng.random() * 400) + int(rng.random() * 100) / 100
         b_amount = round(a * (0.75 + n / 50), 2)
         slots.update(a=f"{a:,.2f}", b=f"{b_amount:,.2f}", a1=f"{a + 0.01:,.2f}", d=f"{a - b_amount:,.2f}")
-    title = _cap(titles[title_i].format_map(slots))
+    return slots
+
+
+def _bug_title(rng, written: str, os_label: str, ver: str) -> str:
+    """The title as written, sometimes tagged as a tracker's users tag one."""
+    title = _cap(written)
     r = rng.random()
     if r < 0.07 and ":" not in title:
         title = "Regression: " + title
@@ -477,11 +541,12 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
         title = ("[Android] " if os_label == "android" else "[iOS] ") + title
     elif r < 0.15:
         title = f"[{ver}] {title}"
-    actual = _cap(actuals[actual_i].format_map(slots))
-    expected = _cap(_pick(rng, mode[8]).format_map(slots))
-    slots["actual"], slots["actual_l"] = actual, _lower_first(actual)
+    return title
 
-    # description: opener, problem, expectation, frequency, impact, detail
+
+def _bug_description(rng, f: _Feature, test: tuple | None, ver: str, slots: dict) -> str:
+    """The description: opener, problem, expectation, frequency, impact."""
+    p, b = f.product, f.base
     opener = ""
     if test and rng.random() < 0.5:
         opener = f'Found while running the test "{test[1]}" ({test[0]}).'
@@ -497,41 +562,47 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
     ]
     if rng.random() < 0.45:
         parts.append(_pick(rng, p.impacts).format_map(slots))
-    text = " ".join(part for part in parts if part)
-    detail = mode[6] if prob_i in DETAIL_PROBLEMS.get(mode[0], (prob_i,)) else ""
-    if detail and rng.random() < 0.45:
-        line = 40 + int(rng.random() * 700)
-        if detail == "trace":
-            trace = _pick(rng, TRACES["tv_player" if mode[0] == "playback" else flavour])
-            text += "\n\nStack trace:\n" + trace.format(
-                cls=b.cls, mod=b.mod, slug=b.slug, pkg=p.pkg, line=line, app_bin=p.app_bin, code=slots["code"]
-            )
-        elif detail == "http":
-            status, body = HTTP_DETAIL[mode[0]]
-            text += f"\n\nRequest: {b.endpoint}\nResponse: {status}\n" + body.format(
-                rid=f"{rng.getrandbits(48):012x}", obj=b.cls
-            )
-            if status[0] == "5" and p.plat in ("web", "api") and rng.random() < 0.4:
-                text += "\n\nServer log:\n" + _pick(rng, TRACES["py" if p.plat == "web" else "go"]).format(
-                    cls=b.cls, mod=b.mod, line=line
-                )
-        elif detail == "sql":
-            text += (
-                f"\n\nFrom the database log:\nLOG:  duration: {n * 1113}.{line} ms  statement: "
-                f"SELECT * FROM {b.mod}s WHERE account_id = $1 ORDER BY created_at DESC "
-                f"OFFSET {n * 500} LIMIT 50"
-            )
-        else:
-            text += "\n\nLog excerpt:\n" + _pick(rng, LOG_LINES[mode[0]]).format(
-                ts=_iso(created - 60 - line)[:19] + "Z",
-                comp=b.comp,
-                mod=b.mod,
-                cls=b.cls,
-                n=n,
-                hex=f"{rng.getrandbits(32):08x}",
-            )
+    return " ".join(part for part in parts if part)
 
-    # steps: detailed (setup, context, the feature's steps) or condensed
+
+def _bug_detail(rng, f: _Feature, mode: str, detail: str, slots: dict, flavour: str, created: int) -> str:
+    """What a reporter pastes below the description: a stack trace, a response, a log."""
+    p, b, n = f.product, f.base, slots["n"]
+    line = 40 + int(rng.random() * 700)
+    if detail == "trace":
+        trace = _pick(rng, TRACES["tv_player" if mode == "playback" else flavour])
+        return "\n\nStack trace:\n" + trace.format(
+            cls=b.cls, mod=b.mod, slug=b.slug, pkg=p.pkg, line=line, app_bin=p.app_bin, code=slots["code"]
+        )
+    if detail == "http":
+        status, body = HTTP_DETAIL[mode]
+        text = f"\n\nRequest: {b.endpoint}\nResponse: {status}\n" + body.format(
+            rid=f"{rng.getrandbits(48):012x}", obj=b.cls
+        )
+        if status[0] == "5" and p.plat in ("web", "api") and rng.random() < 0.4:
+            text += "\n\nServer log:\n" + _pick(rng, TRACES["py" if p.plat == "web" else "go"]).format(
+                cls=b.cls, mod=b.mod, line=line
+            )
+        return text
+    if detail == "sql":
+        return (
+            f"\n\nFrom the database log:\nLOG:  duration: {n * 1113}.{line} ms  statement: "
+            f"SELECT * FROM {b.mod}s WHERE account_id = $1 ORDER BY created_at DESC "
+            f"OFFSET {n * 500} LIMIT 50"
+        )
+    return "\n\nLog excerpt:\n" + _pick(rng, LOG_LINES[mode]).format(
+        ts=_iso(created - 60 - line)[:19] + "Z",
+        comp=b.comp,
+        mod=b.mod,
+        cls=b.cls,
+        n=n,
+        hex=f"{rng.getrandbits(32):08x}",
+    )
+
+
+def _bug_steps(rng, f: _Feature, act: str, act_i: int, ctx, orig: tuple | None) -> list[str]:
+    """Steps: detailed (setup, context, the feature's steps) or condensed."""
+    p, b = f.product, f.base
     if (rng.random() < 0.6) != bool(orig):  # a duplicate tends to the other style
         steps = [p.setup[int(rng.random() * len(p.setup))]]
         if ctx:
@@ -542,19 +613,21 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
             steps.append(
                 _pick(rng, ("Observe the result", f"Check the {b.where}", "Wait a few seconds and watch the screen"))
             )
-    else:
-        steps = [
-            p.setup[0],
-            p.goto.format(where=b.where, endpoint=b.endpoint),
-            _cap(act) + (" " + ctx[0] if ctx else ""),
-        ]
+        return steps
+    return [
+        p.setup[0],
+        p.goto.format(where=b.where, endpoint=b.endpoint),
+        _cap(act) + (" " + ctx[0] if ctx else ""),
+    ]
 
-    status, settle = _bug_status(rng, created, orig is not None)
+
+def _bug_raw(rng, p, component: str, mode_label: str, os_label: str, env, ver, steps, actual, expected) -> dict:
+    """raw_data as the tracker sends it."""
     p.tracker_no += 1
-    labels = [os_label, mode[3]]
+    labels = [os_label, mode_label]
     if rng.random() < 0.2:
         labels.append(_pick(rng, ("regression", "customer-reported", "needs-info", "flaky", "release-blocker")))
-    raw = {
+    return {
         "tracker_id": f"{p.prefix}-{p.tracker_no}",
         "reporter": _pick(rng, REPORTERS),
         "environment": env,
@@ -563,39 +636,18 @@ def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bo
         "actual_result": actual,
         "expected_result": expected,
         "labels": labels,
-        "component": b.comp,
+        "component": component,
     }
-    if orig:
-        raw["duplicate_of"] = o_key
-    if rng.random() < 0.05:  # the tracker sent one field missing or blank
+
+
+def _drop_a_raw_field(rng, raw: dict) -> None:
+    """Now and then the tracker sent one field missing or blank."""
+    if rng.random() < 0.05:
         field = ("actual_result", "expected_result", "environment")[int(rng.random() * 3)]
         if rng.random() < 0.5:
             del raw[field]
         else:
             raw[field] = ("", " ", "\n")[int(rng.random() * 3)]
-    record = {
-        "kind": "bug",
-        "key": key,
-        "product": p.key,
-        "title": title,
-        "description": text,
-        "severity": severity,
-        "status": status,
-        "raw_data": raw,
-        "created_at": _iso(created),
-        "updated_at": _iso(min(END, created + settle)),
-    }
-    if with_feature:
-        record["feature"] = f.key
-    if test:
-        record["test"] = test[0]
-    if orig:
-        record["duplicate_of"] = o_key
-    if not orig:
-        f.bugs.append((key, mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, with_feature, test))
-        if len(f.bugs) > 5:
-            del f.bugs[0]
-    return record
 
 
 # --------------------------------------------------------------------------
