@@ -6,8 +6,8 @@ no router and every query goes to "default", as before.
 
 Where a read goes (`read_alias`):
 
-- reads pinned to one alias (`reads_from`) stay there: search.db pins each
-  search to one database, its raw SQL and its ORM reads alike;
+- reads pinned to one alias (search.db.reads_from) stay there: search.db
+  pins each search to one database, its raw SQL and its ORM reads alike;
 - the primary, when this unit of work must see its own writes: it wrote a
   record through the ORM, or it is an unsafe HTTP request (POST, PUT,
   PATCH, DELETE: it reads the rows it is about to change), or it is inside
@@ -35,13 +35,14 @@ from contextvars import ContextVar
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
+from search import db
+
 logger = logging.getLogger(__name__)
 
 PRIMARY = DEFAULT_DB_ALIAS
 REPLICATED_APPS = frozenset({"backlog", "search"})
 LAG_CHECK_SECONDS = 1.0
 
-_pinned: ContextVar[str | None] = ContextVar("replicas_pinned", default=None)
 _primary_only: ContextVar[bool] = ContextVar("replicas_primary_only", default=False)
 _checked: dict[str, tuple[float, bool]] = {}  # alias -> (when asked, fresh enough)
 
@@ -65,27 +66,12 @@ class ReplicaRouter:
 
 def read_alias() -> str:
     """The alias a read goes to now (the module's docstring has the rules)."""
-    if pinned := _pinned.get():
+    if pinned := db.pinned():
         return pinned
     if _primary_only.get() or connections[PRIMARY].in_atomic_block:
         return PRIMARY
     fresh = [alias for alias in settings.DATABASE_REPLICAS if _fresh(alias)]
     return random.choice(fresh) if fresh else PRIMARY
-
-
-@contextmanager
-def reads_from(alias: str):
-    """Every read in the block on `alias`: the ORM's (through the router)
-    and raw SQL that asks `pinned()`."""
-    token = _pinned.set(alias)
-    try:
-        yield alias
-    finally:
-        _pinned.reset(token)
-
-
-def pinned() -> str | None:
-    return _pinned.get()
 
 
 @contextmanager

@@ -17,9 +17,9 @@ the next batch while the database writes the last one.
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 
-from runtime.postgres import replicas
+from search import db
 from search.indexing.embeddings import document_text, get_provider
 from search.indexing.health import forget_coverage
 from search.models import Document
@@ -34,7 +34,7 @@ def pending_count() -> int:
 
 # What it reads it writes: from the primary, never from a read replica that
 # has not yet replayed the last pass's vectors (they would be made again).
-@replicas.reads_from(replicas.PRIMARY)
+@db.reads_from(DEFAULT_DB_ALIAS)
 def embed_pending(
     *,
     batch_size: int = 64,
