@@ -10,9 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from ui.decorators import staff_required
-
 from . import oidc, tokens
+from .decorators import staff_required
 from .forms import PasswordSignInForm
 from .models import ApiToken, Scope
 

@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from accounts.decorators import staff_required
 from search.contract import SearchError
-from ui.decorators import staff_required
 
 from .forms import SavedSearchForm
 from .models import SavedSearch

@@ -19,12 +19,11 @@ from django.contrib.auth.decorators import permission_required
 from django.db import IntegrityError, connection, transaction
 from django.shortcuts import redirect, render
 
+from accounts.decorators import staff_required
 from backlog import access
 from backlog.models import Bug, BugStatus, Feature, Product, Severity, key_holder
 from search import service
 from search.contract import SearchError
-
-from .decorators import staff_required
 
 DRAFT_FIELDS = ("description", "steps", "actual_result", "expected_result", "environment")
 RAW_FIELDS = ("steps", "actual_result", "expected_result", "environment")  # kept in raw_data, as a tracker sends them

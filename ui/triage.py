@@ -15,12 +15,11 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from accounts.decorators import staff_required
 from backlog import access
 from backlog.models import Product
 from search.contract import SearchError
 from triage import service
-
-from .decorators import staff_required
 
 
 @staff_required

@@ -12,6 +12,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
+from accounts.decorators import staff_required
 from backlog import audit
 from backlog.access import sees_all_products
 from backlog.models import RECORD_MODELS
@@ -21,7 +22,6 @@ from search.contract import NotFound, SearchError
 from search.service import health as index_health
 
 from . import dashboard as figures
-from .decorators import staff_required
 from .duplicates import likely_duplicates, related
 from .search_form import carried, chips, facet_groups
 
