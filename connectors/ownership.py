@@ -12,8 +12,8 @@
 
 from django.db.models.functions import Upper
 
+from backlog.keys import stored_by_key
 from backlog.models import Bug, Product, QATest
-from backlog.services import stored_by_key
 
 from .base import Mapped, ProductInfo, SyncError, product_key
 from .models import Source, SyncedRecord

@@ -30,7 +30,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from backlog.audit import surface
-from backlog.services import no_progress
+from backlog.imports import no_progress
 
 from .base import OVERLAP, Connector, ProductInfo, SyncError
 from .http import UpstreamError, without_credentials

@@ -22,9 +22,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from backlog.exports import export_selected
+from backlog.imports import DATABASE_REFUSED, import_records
 from backlog.interchange import dumps
+from backlog.keys import stored_by_key
 from backlog.models import Bug, Product
-from backlog.services import DATABASE_REFUSED, export_selected, import_records, stored_by_key
 
 from .base import Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
 from .models import Source, SyncedRecord

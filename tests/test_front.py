@@ -23,8 +23,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
+from backlog.imports import import_records
 from backlog.models import Product
-from backlog.services import import_records
 from connectors.models import Source
 from runtime.supervisor import front_command, gunicorn_command
 
