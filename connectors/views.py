@@ -22,6 +22,11 @@ def hook(request, kind: str):
         taken = receive(kind, request.headers, body)
     except Refused as refused:
         headers = {"Retry-After": str(refused.retry_after)} if refused.retry_after else {}
-        return JsonResponse(error_body(refused.code, str(refused)), status=refused.status, headers=headers)
+        response = JsonResponse(error_body(refused.code, str(refused)), status=refused.status, headers=headers)
+        # Not a line in the log each: a flood of strangers' deliveries would be a flood of
+        # lines (Django's own log_response looks at this flag). The intake logs what an
+        # operator must mend, once a minute (hooks.intake._warn_once), and counts the rest.
+        response._has_been_logged = True
+        return response
     status = 202 if taken.status == "accepted" else 200
     return JsonResponse({"status": taken.status, "message": taken.message}, status=status)

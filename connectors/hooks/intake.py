@@ -21,19 +21,22 @@ connectors.hooks.processing does the rest.
 import hashlib
 import hmac
 import json
+import logging
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
-from django.utils import timezone
+from django.db import connection
 
 from backlog.interchange import MAX_RAW_DATA_DEPTH, nests_deeper, no_nul_anywhere
 from backlog.text import SURROGATE_PROBLEM, surrogate_at
 
 from ..models import Delivery, Source
+from . import gate
+
+logger = logging.getLogger("connectors.hooks")
 
 KINDS = ("github", "jira", "testrail")
 
@@ -63,31 +66,8 @@ def receive(kind: str, headers, body: bytes) -> Taken:
         )
     if len(body) > settings.WEBHOOK_MAX_BYTES:
         raise too_large()
-    sources = list(Source.objects.filter(kind=kind, enabled=True))
-    secrets = {source.pk: os.environ.get(source.hook_secret_variable, "") for source in sources}
-    if not any(secrets.values()):
-        names = sorted({source.hook_secret_variable for source in sources}) or [f"{kind.upper()}_WEBHOOK_SECRET"]
-        raise Refused(
-            403,
-            "not_configured",
-            f"no {kind} source takes webhooks here: set {' or '.join(names)} "
-            "to the webhook's secret in the service's environment (docs/connectors.md, Webhooks)",
-        )
     header, check = SIGNATURES[kind]
-    given = headers.get(header, "")
-    matches = {secret: check(secret, body, given) for secret in set(secrets.values()) if secret}  # once a secret
-    verified = [s for s in sources if secrets[s.pk] and matches[secrets[s.pk]]]
-    if not verified:
-        with_secret = [s.pk for s in sources if secrets[s.pk]]
-        _count(with_secret, hook_refused=F("hook_refused") + 1, hook_refused_at=timezone.now())
-        what = "is missing" if not given else "does not match the body"
-        raise Refused(
-            401,
-            "bad_signature",
-            f"the {header} header {what}: the webhook's secret must be the one in "
-            f"{' or '.join(sorted({s.hook_secret_variable for s in sources if secrets[s.pk]}))} "
-            "(docs/connectors.md, Webhooks); nothing was written",
-        )
+    verified = _verified(kind, header, check, headers.get(header, ""), body)
     payload = _json(body)
     event, delivery_id, project, upstream_id = READERS[kind](headers, payload, body)
     if event == "ping":
@@ -97,7 +77,8 @@ def receive(kind: str, headers, body: bytes) -> Taken:
     else:  # only a Jira link event names no project (each Jira source reads its issues again)
         targets = verified if kind == "jira" and event.startswith("issuelink_") else []
     if not targets:
-        _count([s.pk for s in verified], hook_ignored=F("hook_ignored") + 1)
+        gate.count([s.pk for s in verified], "hook_ignored")
+        gate.flush()  # a signed delivery: counted at once (a refusal's wait for the next flush)
         which = f"no source here syncs {kind} project {project[:80]!r}" if project else "it names no project"
         return Taken("ignored", f"{which}; nothing was written")
     _bounded(targets)
@@ -106,13 +87,42 @@ def receive(kind: str, headers, body: bytes) -> Taken:
     return Taken("accepted", f"{event} taken; it is processed within seconds")
 
 
-def _count(source_ids: list[int], **changes) -> None:
-    """Count a refused or ignored delivery on its sources, skipping any whose row a
-    processor holds (processing._apply, for as long as it reads upstream): a request, unsigned
-    ones included, never waits on it, and a counter may miss one."""
-    with transaction.atomic():
-        free = Source.objects.select_for_update(skip_locked=True, no_key=True).filter(pk__in=source_ids)
-        Source.objects.filter(pk__in=list(free.values_list("pk", flat=True))).update(**changes)
+def _verified(kind: str, header: str, check, given: str, body: bytes) -> list[Source]:
+    """The enabled sources of `kind` whose secret signs `body`, read again from the database;
+    Refused (401) when none does. The refusal says nothing of this service's configuration
+    (which variables hold the secrets, whether any is set): its log does, to the operator."""
+    sources = gate.enabled_sources(kind)
+    secrets = {source.pk: os.environ.get(source.hook_secret_variable, "") for source in sources}
+    matches = {secret: check(secret, body, given) for secret in set(secrets.values()) if secret}  # once a secret
+    verified = [s.pk for s in sources if secrets[s.pk] and matches[secrets[s.pk]]]
+    if verified:
+        return list(Source.objects.filter(pk__in=verified, enabled=True).order_by("pk"))
+    with_secret = [s.pk for s in sources if secrets[s.pk]]
+    gate.count(with_secret, "hook_refused")
+    if not with_secret:
+        names = sorted({source.hook_secret_variable for source in sources}) or [f"{kind.upper()}_WEBHOOK_SECRET"]
+        _warn_once(
+            kind,
+            f"a {kind} webhook was refused: no enabled {kind} source has its secret set "
+            f"({' or '.join(names)} is empty in the environment; docs/connectors.md, Webhooks)",
+        )
+    what = "is missing" if not given else "does not match the body"
+    raise Refused(
+        401,
+        "bad_signature",
+        f"the {header} header {what}: sign the webhook with the secret this service was given for it "
+        "(docs/connectors.md, Webhooks); nothing was written",
+    )
+
+
+_warned: dict[str, float] = {}
+
+
+def _warn_once(kind: str, message: str) -> None:
+    """`message` in the service's log at most once a minute a kind: a flood does not flood the log."""
+    if time.monotonic() - _warned.get(kind, -60.0) >= 60.0:
+        _warned[kind] = time.monotonic()
+        logger.warning(message)
 
 
 def too_large() -> Refused:
