@@ -29,8 +29,6 @@ summed per question; the tool list is counted apart (a conversation carries it o
 import argparse
 import asyncio
 import json
-import os
-import platform
 import re
 import time
 from collections import defaultdict
@@ -38,6 +36,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
+from django_setup import database as own_database  # a database of its own
 
 # isort: split
 
@@ -45,10 +44,10 @@ import tiktoken
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connection
-from django.test.utils import setup_databases, teardown_databases
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_bench import load, stdio_server
+from timing import machine
 
 from backlog.demo import generate
 
@@ -206,10 +205,7 @@ def main() -> None:
 
     records = list(generate(args.records, args.seed))
     asked = questions(records)
-    connection.settings_dict["TEST"]["NAME"] = args.database
-    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
-    try:
-        database = connection.settings_dict["NAME"]
+    with own_database(args.database, keep=args.keep_db) as database:
         user = get_user_model().objects.filter(username="bench").first() if args.keep_db else None
         if user is None:
             load(args.records, args.seed)
@@ -220,11 +216,9 @@ def main() -> None:
         root = args.server_root.resolve()
         server = stdio_server(database, root)
         tool_list, done = asyncio.run(run(server, asked))
-    finally:
-        teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
 
     print(f"# agent bench: {args.records:,} demo records, server {root}")
-    print(f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"# machine: {machine()}")
     print("| question | about | right | tokens read | calls |")
     print("|---|---|---|---|---|")
     for item in done:

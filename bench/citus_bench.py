@@ -23,7 +23,7 @@ fails prints the error and what the run did about it:
    system user, as runtime/postgres/embedded.py does.
 3. Plain server: the project's migrations, then N demo records through
    backlog.services.import_records (the triggers fill search_document),
-   FAST PATH vectors as bench/search_bench.py makes them (1,000 records
+   FAST PATH vectors as bench/corpus.py makes them (1,000 records
    embedded for real, the rest a random embedded record of the same product
    plus noise), and a user whose team has half the products (the access
    scope).
@@ -59,7 +59,6 @@ import argparse
 import atexit
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -70,6 +69,7 @@ from pathlib import Path
 
 from queries import CITUS_LEFT_OUT
 from queries import QUERIES as ALL_QUERIES
+from timing import machine, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -203,21 +203,15 @@ def child_migrate(args) -> dict:
 
 
 def child_load(args) -> dict:
-    from django.contrib.auth.models import Group, User
-    from search_bench import fast_path_vectors, load
-
-    from backlog.models import Product
+    import corpus
 
     started = time.perf_counter()
-    load(args.records, args.seed)
+    corpus.load(args.records, args.seed)
     loaded = time.perf_counter() - started
     started = time.perf_counter()
-    fast_path_vectors(1000, args.seed)
+    corpus.fast_path_vectors(1000, args.seed)
     vectors = time.perf_counter() - started
-    team = Group.objects.create(name="bench half")
-    for product in list(Product.objects.order_by("key"))[::2]:
-        product.teams.add(team)
-    User.objects.create(username="bench-half").groups.add(team)
+    corpus.half_the_products()
     return {"load_seconds": loaded, "vector_seconds": vectors}
 
 
@@ -350,11 +344,6 @@ def merged(total: dict, more: dict) -> dict:
     return total
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
 def ratio(ours: dict, theirs: dict) -> float | None:
     """The median over queries of (a query's median time on Citus / on the plain server)."""
     ratios = [
@@ -369,10 +358,7 @@ def shared(keys: list[str], truth: list[str]) -> float:
 
 
 def report(plain: dict, citus: dict, args) -> None:
-    print(
-        f"# {args.records:,} demo records, {args.rounds} timed rounds; "
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    )
+    print(f"# {args.records:,} demo records, {args.rounds} timed rounds; {machine()}")
     columns = [
         "plain p50",
         "plain p95",

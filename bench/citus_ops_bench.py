@@ -22,7 +22,7 @@ runs its phases; this process only starts servers, runs SQL and keeps time.
    Medians and the ratio Citus / plain (issue 42's goal: at most 2x).
 2. distribute: for each N of --distribute, a database grown on one server
    (the cluster's nodes without Citus: migrate, seed_demo N, fast-path
-   vectors as bench/search_bench.py makes them), then moved onto the
+   vectors as bench/corpus.py makes them), then moved onto the
    cluster as tests/test_citus_layout.py does (CREATE EXTENSION citus on
    every node, citus_set_coordinator_host, citus_add_node), then
    `manage.py distribute`. Meanwhile a writer creates a bug through the ORM
@@ -54,7 +54,6 @@ import argparse
 import atexit
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
@@ -67,6 +66,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from timing import machine  # noqa: E402
 
 from tests.citus import BuildError, Cluster, build_dir, built, ensure_built, has_citus, missing  # noqa: E402
 
@@ -334,20 +335,16 @@ def child_sync(args) -> dict:
 
 
 def child_prepare(args) -> dict:
-    """Fast-path vectors (bench/search_bench.py's) and the user who sees half the products."""
-    from django.contrib.auth.models import Group, User
-    from search_bench import fast_path_vectors
+    """Fast-path vectors (bench/corpus.py's) and the user who sees half the products."""
+    import corpus
 
     from backlog.models import Product
 
     started = time.perf_counter()
-    fast_path_vectors(args.vector_sample, 0)
-    team = Group.objects.create(name="bench half")
-    products = list(Product.objects.order_by("key"))
-    for product in products[::2]:
-        product.teams.add(team)
-    User.objects.create(username="bench-half").groups.add(team)
-    return {"vector_seconds": time.perf_counter() - started, "products": [p.key for p in products]}
+    corpus.fast_path_vectors(args.vector_sample, 0)
+    corpus.half_the_products()
+    products = Product.objects.order_by("key").values_list("key", flat=True)
+    return {"vector_seconds": time.perf_counter() - started, "products": list(products)}
 
 
 def child_writer(args) -> dict:
@@ -886,26 +883,6 @@ def fmt_shards(shards: dict) -> str:
 
 
 # -- main -------------------------------------------------------------------------------------------------
-
-
-def machine() -> str:
-    model = ""
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        pass
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
-    )
-    return (
-        f"{platform.machine()} {model}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"commit {commit.stdout.strip() or '?'}{' (with local changes)' if dirty.stdout.strip() else ''}"
-    )
 
 
 def main() -> None:

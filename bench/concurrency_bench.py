@@ -24,14 +24,12 @@ once (two imports that race must not both say "created").
 import argparse
 import json
 import logging
-import os
-import platform
 import random
 import threading
 import time
 from collections import Counter
 
-import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+import django_setup  # sets Django up, DEBUG off: before the project's imports
 
 # isort: split
 
@@ -39,7 +37,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
-from django.test.utils import setup_databases, teardown_databases
+from timing import machine
 
 from backlog.demo import generate
 from backlog.interchange import dumps
@@ -83,9 +81,7 @@ def main() -> None:
     # One user imports 500 records a round and searches thousands of times a
     # minute: the rate limit (an import counts one search per record) would answer 429.
     settings.SEARCH_RATE_LIMIT = "off"
-    connection.settings_dict["TEST"]["NAME"] = "test_bench_concurrency"
-    old_config = setup_databases(verbosity=0, interactive=False)
-    try:
+    with django_setup.database("test_bench_concurrency"):
         report = import_records(dumps(record) for record in generate(args.records, seed=0))
         assert report.written, report.problems
         root = User.objects.create_superuser("root", "root@example.com", "a-long-passphrase")
@@ -174,15 +170,13 @@ def main() -> None:
         imported = Bug.objects.filter(key__startswith="IMP-").count()
         created = sum(report["created"].get("bug", 0) for report in outcome["imports"])
         back = Bug.objects.filter(key__in=outcome["deleted"]).count()
-    finally:
-        teardown_databases(old_config, verbosity=0)
 
     writers = 4
     print(
         f"# concurrency: {writers} writers x {args.searchers} searchers for {elapsed:.0f} s, "
         f"{args.records:,} demo records"
     )
-    print(f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"# machine: {machine()}")
     print("| surface | requests | by status |")
     print("|---|---|---|")
     for surface in sorted({s for s, _ in tally.statuses}):

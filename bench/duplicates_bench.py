@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/duplicates_bench.py [--records 100000] [--drafts 100] [--rounds 3]
 
-Runs on a database kept by `bench/search_bench.py --keep-db` of that size.
+Runs on the database of that size that `bench/search_bench.py --keep-db`
+keeps (bench/corpus.py; built first if it is missing).
 The drafts are bugs of the database read back as drafts (title, and title +
 their text after it: description, results, steps, environment), the stored
 bug left out of the candidates as a new report is in no corpus. Every
@@ -23,15 +24,16 @@ import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the projec
 
 # isort: split
 
+import corpus
 from django.db import connection
-from search_bench import kept_database, percentile, prewarm
+from timing import percentile
 
-from search.contract import DuplicateCheckRequest, SearchRequest, SimilarRequest
+from search.contract import DuplicateCheckRequest, SearchRequest
 from search.indexing.embeddings import document_text, get_provider
-from search.operations import duplicates, similar
+from search.operations import duplicates
 from search.operations import search as engine
 from search.query.scope import leaving_out
-from search.ranking import keyword, more_like_this, semantic
+from search.ranking import more_like_this, semantic
 from search.ranking import statistics as corpus_statistics
 
 
@@ -52,19 +54,19 @@ def main() -> None:
     parser.add_argument("--drafts", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--with-embedding", action="store_true", help="time the model's embedding too")
-    parser.add_argument(
-        "--similar",
-        action="store_true",
-        help="instead: similar() on the same bugs, its keyword arm as now and as keyword.arm ranked it before",
-    )
     args = parser.parse_args()
-    connection.settings_dict["NAME"] = kept_database(args.records)
-    print(f"# {prewarm()}")
+    with corpus.database(args.records):
+        measure(args)
+
+
+def measure(args) -> None:
+    print(f"# {corpus.prewarm()}")
     with connection.cursor() as cursor:
-        # Bugs spread over the table, by a fixed stride: the same drafts every run.
+        # Bugs spread over the table, by a fixed stride (997 from 100,000 records up): the same drafts every run.
+        stride = min(997, max(2, corpus.count() // 100))
         cursor.execute(
-            "SELECT key, title, body FROM search_document WHERE kind = 'bug' AND id %% 997 = 1 ORDER BY id LIMIT %s",
-            [args.drafts],
+            "SELECT key, title, body FROM search_document WHERE kind = 'bug' AND id %% %s = 1 ORDER BY id LIMIT %s",
+            [stride, args.drafts],
         )
         drafts = cursor.fetchall()
     provider = get_provider()
@@ -75,8 +77,6 @@ def main() -> None:
     if not args.with_embedding:
         original = provider.embed_query
         provider.embed_query = lambda text: vectors[text] if text in vectors else original(text)
-    if args.similar:
-        return similar_before_and_after([key for key, _, _ in drafts], args.rounds)
     parts = defaultdict(list)
     more_like_this.arm = timed(parts, "keyword arm", more_like_this.arm)
     semantic.query_vector = timed(parts, "embedding (a thread beside the keyword arm)", semantic.query_vector)
@@ -119,31 +119,6 @@ def main() -> None:
         print(f"  {name:30} {statistics.median(values):7.1f} {percentile(values, 95):7.1f}")
     included = "included above" if args.with_embedding else "not included above"
     print(f"embedding a draft's text, mean ({included}): {embedding_ms:.1f} ms")
-
-
-def similar_before_and_after(keys: list[str], rounds: int) -> None:
-    """similar() with its keyword arm as it is (more_like_this.arm) and as
-    it was (keyword.arm, which also estimates the OR query's total and
-    facets), interleaved call by call."""
-    now = more_like_this.arm
-
-    def before(parsed, scope, depth, n, df):
-        return keyword.arm(parsed, scope, depth, (n, df))
-
-    ways = {"similar, keyword.arm (before)": before, "similar, more_like_this.arm": now}
-    times = defaultdict(list)
-    for round_ in range(rounds + 1):
-        for key in keys:
-            for name, arm in ways.items():
-                more_like_this.arm = arm
-                start = time.perf_counter()
-                similar.similar(SimilarRequest(key=key))
-                if round_:
-                    times[name].append((time.perf_counter() - start) * 1000)
-    more_like_this.arm = now
-    print(f"records' similar(), bugs: {len(keys)}, rounds: {rounds}")
-    for name, values in times.items():
-        print(f"{name:34} p50 {statistics.median(values):7.1f} p95 {percentile(values, 95):7.1f}")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ the total each found (the two ways must agree).
 """
 
 import argparse
-import time
 
 import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
 
 # isort: split
+
+from timing import ms, percentile
 
 from search import service
 
@@ -43,17 +44,13 @@ CASES = [
 
 
 def timed(params: dict, rounds: int) -> tuple[list[float], dict]:
-    times, answer = [], None
-    for _ in range(rounds + 1):  # the first run warms, untimed
-        start = time.perf_counter()
-        answer = service.call("search", {"mode": "keyword", **params})
-        times.append((time.perf_counter() - start) * 1000)
-    return times[1:], answer
+    answer = {}
 
+    def call():
+        answer.update(service.call("search", {"mode": "keyword", **params}))
 
-def p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+    call()  # the first run warms, untimed
+    return [ms(call) for _ in range(rounds)], answer
 
 
 def main() -> None:
@@ -66,7 +63,7 @@ def main() -> None:
         for way, sent in ways:
             times, answer = timed(sent, args.rounds)
             total, exact = answer["total"], answer["total_exact"]
-            print(f"{name:28} {way:10} {p(times, 50):8.1f} {p(times, 95):8.1f} {total:8} {exact}")
+            print(f"{name:28} {way:10} {percentile(times, 50):8.1f} {percentile(times, 95):8.1f} {total:8} {exact}")
 
 
 if __name__ == "__main__":

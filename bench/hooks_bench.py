@@ -41,10 +41,8 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,9 +55,9 @@ import urllib.request
 import warnings
 from pathlib import Path
 
-import psutil
 import psycopg
-from processes import stop_tree
+from processes import get, manage, serving
+from timing import machine, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -164,7 +162,7 @@ def main() -> None:
         manage(env, "migrate", "--no-input", "-v0")
         manage(env, "sync", "github", "--repo", REPO, "--url", fake.url, "--no-progress")
         sql(server, "hooks", "UPDATE connectors_source SET schedule_minutes = 0")
-        with serving(env, folder) as (url, token):
+        with serving(env, log=folder / "serve.log") as (url, token, _):
             step(f"serving at {url}; waiting for the embedding worker")
             wait_embedded(url, token)
             result["filed"] = filed_to_found(fake, url, token, server, args.rounds, rng)
@@ -519,57 +517,6 @@ def sql(server, database: str, statement: str, params=None) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def manage(env: dict, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
-    if done.returncode:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
-
-
-@contextlib.contextmanager
-def serving(env: dict, folder: Path):
-    """`manage.py serve` (gunicorn, the embedding worker, the webhook processor) on a free port: (url, token)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = (folder / "serve.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}", "--demo-records", "0", "--mcp-port", "0"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    try:
-        token = next(line.split()[1] for line in process.stdout if line.strip().startswith("Token:"))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while get(url, "/healthz")[0] != 200:
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"serve never answered; {folder / 'serve.log'}")
-            time.sleep(0.2)
-        yield url, token
-    finally:
-        stop_tree(process)
-        log.close()
-
-
-def get(url: str, path: str, token: str | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path)
-    if token:
-        request.add_header("Authorization", f"Token {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        return error.code, {}
-    except OSError:
-        return 0, {}
-
-
 def wait_embedded(url: str, token: str) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -587,20 +534,6 @@ def wait_embedded(url: str, token: str) -> None:
 
 def count_issues(fake) -> int:
     return sum("pull_request" not in issue for issue in fake.repos[REPO]["issues"].values())
-
-
-def percentile(values: list[float], p: float) -> float:
-    return values[min(len(values) - 1, max(0, round(p / 100 * len(values)) - 1))]
-
-
-def machine() -> str:
-    model = ""
-    with contextlib.suppress(OSError):
-        model = next(
-            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), ""
-        )
-    memory = psutil.virtual_memory().total / 2**30
-    return f"{platform.machine()} {model}, {os.cpu_count()} cores, {memory:.0f} GiB, Python {platform.python_version()}"
 
 
 def step(text: str) -> None:

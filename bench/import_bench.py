@@ -21,20 +21,19 @@ DISABLE TRIGGER, the index's triggers left on).
 import argparse
 import json
 import os
-import platform
 import resource
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+import django_setup  # sets Django up, DEBUG off: before the project's imports
 
 # isort: split
 
+import corpus
 from django.apps import apps
 from django.db import connection
-from django.test.utils import setup_databases, teardown_databases
+from timing import machine, ratio_table
 
 from backlog.audit import surface
 from backlog.demo import generate
@@ -44,12 +43,8 @@ from backlog.services import KIND_ORDER, import_records
 
 
 def empty_tables() -> None:
-    with connection.cursor() as cursor:
-        tables = ", ".join(RECORD_MODELS[kind]._meta.db_table for kind in KIND_ORDER)
-        events = [apps.get_model("backlog", f"{RECORD_MODELS[kind].__name__}Event") for kind in KIND_ORDER]
-        tables += ", " + ", ".join(model._meta.db_table for model in events)
-        cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
-        cursor.execute("VACUUM ANALYZE")
+    """The records and their audit trail's events gone."""
+    corpus.empty_tables(*(apps.get_model("backlog", f"{RECORD_MODELS[kind].__name__}Event") for kind in KIND_ORDER))
 
 
 def audit_triggers(enabled: bool) -> None:
@@ -108,9 +103,7 @@ def main() -> None:
     os.unlink(tmp.name)
 
     # A database of its own, so that a test run at the same time cannot drop it.
-    connection.settings_dict["TEST"]["NAME"] = "bench_import"
-    old_config = setup_databases(verbosity=0, interactive=False)
-    try:
+    with django_setup.database("bench_import"):
         rows = {
             "baseline (json.loads + bulk_create)": [],
             "import_records, first import": [],
@@ -142,21 +135,11 @@ def main() -> None:
             finally:
                 audit_triggers(True)
         counts = {m.KIND: m.objects.count() for m in (Product, Feature, QATest, Bug)}
-    finally:
-        teardown_databases(old_config, verbosity=0)
 
-    baseline = statistics.median(rows["baseline (json.loads + bulk_create)"])
     print(f"# import benchmark: {args.records:,} demo records (seed {args.seed}), {args.repeat} runs")
-    print(
-        f"# machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{connection.vendor} {connection.pg_version // 10000}"
-    )
+    print(f"# machine: {machine()}, {connection.vendor} {connection.pg_version // 10000}")
     print(f"# stored: {counts}")
-    print("| what | median s | records/s | ratio to baseline |")
-    print("|---|---|---|---|")
-    for name, times in rows.items():
-        median = statistics.median(times)
-        print(f"| {name} | {median:.2f} | {args.records / median:,.0f} | {median / baseline:.2f} |")
+    ratio_table(rows, "baseline (json.loads + bulk_create)", unit="s", count=args.records, per="records/s")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"# peak RSS of this process: {peak:,.0f} MiB")
 

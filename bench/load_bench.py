@@ -30,9 +30,7 @@ import contextlib
 import http.client
 import json
 import os
-import platform
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,7 +39,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
+from processes import ROOT, free_port
+from timing import machine
+
 sys.path.insert(0, str(ROOT))
 
 QUERIES = [
@@ -85,12 +85,6 @@ def prepare(database: str) -> tuple[str, list[str], list[str]]:
 
     connections.close_all()
     return key, keys, queries
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start(server: str, port: int, env: dict) -> subprocess.Popen:
@@ -268,8 +262,7 @@ def main() -> None:
 
     print(f"# load: {args.clients} clients x {args.seconds:.0f} s (after {args.warmup:.0f} s warm-up), mix {MIX}")
     print(
-        f"# database {args.database}; machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}; gunicorn workers {env.get('SERVE_WORKERS', 'default')}, "
+        f"# database {args.database}; machine: {machine()}; gunicorn workers {env.get('SERVE_WORKERS', 'default')}, "
         f"threads {env.get('SERVE_THREADS', 'default')}"
     )
     print(f"# DATABASE_POOL for +pool: {args.pool}; PgBouncer server connections for +pgbouncer: {args.pgbouncer_size}")

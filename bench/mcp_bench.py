@@ -45,7 +45,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -55,25 +54,26 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django_setup import ROOT  # sets Django up, DEBUG off: before the project's imports
+from django_setup import database as own_database  # a database of its own
 
 # isort: split
 
 import anyio
+import corpus
 import tiktoken
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connection, connections
-from django.test.utils import setup_databases, teardown_databases
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from processes import free_port
+from timing import machine, percentile
 
 from accounts.tokens import issue
 from backlog.demo import generate
-from backlog.interchange import dumps
-from backlog.services import import_records
 from mcp_bridge.server import DEFAULTS
 from search import service
 from search.indexing.vectors import embed_pending
@@ -147,11 +147,9 @@ def token_report(args, user) -> None:
 
 
 def load(records: int, seed: int) -> str:
-    report = import_records(dumps(record) for record in generate(records, seed))
-    assert not report.problems, report.problems[:3]
+    corpus.load(records, seed, universal=False)
     embed_pending()
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE search_document")
+    corpus.vacuum()
     user = get_user_model().objects.create_user("bench")
     return issue(user, "mcp bench", "write")[1]
 
@@ -176,9 +174,7 @@ def manage(root, floor: bool) -> list[str]:
 @contextlib.contextmanager
 def http_server(database: str, root=ROOT, floor: bool = False):
     """`manage.py mcp --transport http` of the checkout in `root` on a free port; its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [*manage(root, floor), "mcp", "--transport", "http", "--port", str(port)],
         cwd=root,
@@ -266,10 +262,6 @@ def interleaved(database: str, token: str, user, calls: dict, n: int, profile: s
         worker.shutdown()
 
 
-def p95(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=20)[-1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2000)
@@ -283,10 +275,7 @@ def main() -> None:
     parser.add_argument("--baseline-root", type=Path, help="also time the servers of the checkout in this folder")
     args = parser.parse_args()
 
-    connection.settings_dict["TEST"]["NAME"] = args.database
-    old_config = setup_databases(verbosity=0, interactive=False, keepdb=args.keep_db, serialized_aliases=set())
-    try:
-        database = connection.settings_dict["NAME"]
+    with own_database(args.database, keep=args.keep_db) as database:
         user = get_user_model().objects.filter(username="bench").first() if args.keep_db else None
         if user is None:
             started = time.perf_counter()
@@ -308,13 +297,10 @@ def main() -> None:
         if args.baseline_root:
             variants[", baseline"] = (args.baseline_root.resolve(), False)
         timings, tools = interleaved(database, token, user, calls, args.calls, profile, variants)
-    finally:
-        teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
 
     print(f"# MCP overhead: {args.records:,} demo records; search {args.query!r} (hybrid, 20 concise hits), get 1 key")
     print(f"# {args.calls} rounds after {WARM_UP} warm-up rounds; a round calls each path once in turn")
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    print(f"# machine: {machine}, DEBUG {settings.DEBUG}")
+    print(f"# machine: {machine()}, DEBUG {settings.DEBUG}")
     print(f"# load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| call | path | median ms | p95 ms | overhead ms (median) | overhead ms (median of pairs) | ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -326,8 +312,8 @@ def main() -> None:
             median = statistics.median(samples)
             paired = statistics.median(ms - alone for ms, alone in zip(samples, own, strict=True))
             print(
-                f"| {tool} | {path} | {median:.1f} | {p95(samples):.1f} | {median - base:+.1f} | {paired:+.1f} "
-                f"| {median / base:.2f} |"
+                f"| {tool} | {path} | {median:.1f} | {percentile(samples, 95):.1f} | {median - base:+.1f} "
+                f"| {paired:+.1f} | {median / base:.2f} |"
             )
     hits = concise["results"]
     print(

@@ -1,4 +1,4 @@
-"""The benchmark queries the search harnesses share (search_bench, citus_bench, filter_bench...)."""
+"""The benchmark queries the search harnesses share (search_bench, citus_bench, citus_ops_bench)."""
 
 # A word every benchmark record holds (search_bench adds it to each description): the broadest query.
 UNIVERSAL = "qaeverywhere"

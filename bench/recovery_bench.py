@@ -25,16 +25,12 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import warnings
 from pathlib import Path
 
@@ -42,9 +38,12 @@ from django_setup import ROOT  # sets Django up, DEBUG off: before the project's
 
 # isort: split
 
+import processes
 import psutil
-from processes import stop_tree
+from timing import machine
 
+# include_index: the embedding worker's state is in the index block, which concise answers leave out.
+SEARCH = "/api/search?query=renewal&limit=5&include_index=true"
 INTERVAL = 0.05
 OUTAGE_DEADLINE = 60.0
 
@@ -59,7 +58,7 @@ def main() -> None:
         for name, outcome in run_round().items():
             results.setdefault(name, []).append(outcome)
             print(f"round {round_ + 1} {name}: {outcome}", file=sys.stderr)
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; {args.rounds} rounds; medians\n")
+    print(f"\n{machine()}; {args.rounds} rounds; medians\n")
     print("| outage | 503 answers | other errors | to the first 200 | worker running again |")
     print("|---|---|---|---|---|")
     for name, outcomes in results.items():
@@ -121,41 +120,17 @@ def run_round() -> dict[str, dict]:
 
 @contextlib.contextmanager
 def serving(env: dict, *options: str):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", f"127.0.0.1:{port}", "--demo-records", "300", *options],
-        cwd=ROOT,
-        env={**os.environ, "LOG_LEVEL": "ERROR", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        token = next(line.split()[1] for line in process.stdout if line.strip().startswith("Token:"))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while ask(url, token)[0] != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve never answered")
-            time.sleep(0.2)
-        yield url, token, process
-    finally:
-        stop_tree(process)
+    """A served instance of 300 demo records, ready once a search answers; MCP beside it, as `serve`
+    runs by default and as the outages were first measured."""
+    mcp = ("--mcp-port", str(processes.free_port()))
+    with processes.serving(
+        {"LOG_LEVEL": "ERROR", **env}, "--demo-records", "300", *mcp, *options, ready=SEARCH
+    ) as served:
+        yield served
 
 
 def ask(url: str, token: str) -> tuple[int, dict]:
-    # include_index: the embedding worker's state is in the index block, which concise answers leave out.
-    request = urllib.request.Request(f"{url}/api/search?query=renewal&limit=5&include_index=true")
-    request.add_header("Authorization", f"Token {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
-    except OSError:
-        return 0, {}
+    return processes.get(url, SEARCH, token)
 
 
 def outage(url: str, token: str, cause, down_for: float = 0.0, back=None) -> dict:

@@ -15,20 +15,17 @@ baseline, and the requests made per 1,000 issues.
 
 import argparse
 import os
-import platform
-import statistics
 import time
 
-import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+import django_setup  # sets Django up, DEBUG off: before the project's imports
 
 # isort: split
 
-from django.db import connection
-from django.test.utils import setup_databases, teardown_databases
+import corpus
+from timing import machine, ratio_table
 
 from backlog.interchange import dumps
-from backlog.models import RECORD_MODELS
-from backlog.services import KIND_ORDER, import_records
+from backlog.services import import_records
 from connectors import sync
 from connectors.models import Source, SyncedRecord, SyncRun
 from connectors.sources.jira import Jira
@@ -36,11 +33,8 @@ from tests.upstream.jira import FakeJira
 
 
 def empty_tables() -> None:
-    with connection.cursor() as cursor:
-        tables = [RECORD_MODELS[kind]._meta.db_table for kind in KIND_ORDER]
-        tables += [model._meta.db_table for model in (SyncedRecord, SyncRun, Source)]
-        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
-        cursor.execute("VACUUM ANALYZE")
+    """The records and the sources' state gone."""
+    corpus.empty_tables(SyncedRecord, SyncRun, Source)
 
 
 def main() -> None:
@@ -51,60 +45,54 @@ def main() -> None:
 
     jira = FakeJira.busy_site(args.issues).start()
     os.environ["BENCH_JIRA_EMAIL"], os.environ["BENCH_JIRA_TOKEN"] = jira.email, jira.token
-    connection.settings_dict["TEST"]["NAME"] = "bench_sync"
-    old_config = setup_databases(verbosity=0, interactive=False)
     figures = {"import_records of the same records (baseline)": [], "first sync": [], "second sync, no changes": []}
     requests = {}
-    try:
-        for _ in range(args.repeat):
-            empty_tables()
-            source = Source.objects.create(
-                name="bench",
-                kind="jira",
-                url=jira.url,
-                project="HADOOP",
-                user_env="BENCH_JIRA_EMAIL",
-                token_env="BENCH_JIRA_TOKEN",
-            )
-            start = time.perf_counter()
-            first = sync.run(source, sweep=False)
-            figures["first sync"].append(time.perf_counter() - start)
-            requests["first sync"] = first.requests
-            start = time.perf_counter()
-            second = sync.run(Source.objects.get(pk=source.pk), sweep=True)
-            figures["second sync, no changes"].append(time.perf_counter() - start)
-            requests["second sync, no changes"] = second.requests
-            assert first.created >= args.issues and second.created == second.updated == 0, (first, second)
+    with django_setup.database("bench_sync"):
+        try:
+            for _ in range(args.repeat):
+                empty_tables()
+                source = Source.objects.create(
+                    name="bench",
+                    kind="jira",
+                    url=jira.url,
+                    project="HADOOP",
+                    user_env="BENCH_JIRA_EMAIL",
+                    token_env="BENCH_JIRA_TOKEN",
+                )
+                start = time.perf_counter()
+                first = sync.run(source, sweep=False)
+                figures["first sync"].append(time.perf_counter() - start)
+                requests["first sync"] = first.requests
+                start = time.perf_counter()
+                second = sync.run(Source.objects.get(pk=source.pk), sweep=True)
+                figures["second sync, no changes"].append(time.perf_counter() - start)
+                requests["second sync, no changes"] = second.requests
+                assert first.created >= args.issues and second.created == second.updated == 0, (first, second)
 
-            connector = Jira(source, jira.email, jira.token)
-            records = [connector.map(issue) for issue in jira.issues.values()]
-            lines = [dumps({"kind": "product", "key": "HADOOP", "name": "Apache Hadoop"})]
-            features = {}
-            for m in records:
-                if m.feature:
-                    key = f"HADOOP.{m.feature.name}"
-                    features[key] = {"kind": "feature", "key": key, "product": "HADOOP", "name": m.feature.name}
-                    m.record["feature"] = key
-                if m.duplicate_of:
-                    m.record["duplicate_of"] = m.duplicate_of
-            lines += [dumps(f) for f in features.values()] + [dumps(m.record) for m in records]
-            empty_tables()
-            start = time.perf_counter()
-            report = import_records(lines)
-            figures["import_records of the same records (baseline)"].append(time.perf_counter() - start)
-            assert report.written and not report.problems, report.problems[:3]
-    finally:
-        teardown_databases(old_config, verbosity=0)
-        jira.stop()
+                connector = Jira(source, jira.email, jira.token)
+                records = [connector.map(issue) for issue in jira.issues.values()]
+                lines = [dumps({"kind": "product", "key": "HADOOP", "name": "Apache Hadoop"})]
+                features = {}
+                for m in records:
+                    if m.feature:
+                        key = f"HADOOP.{m.feature.name}"
+                        features[key] = {"kind": "feature", "key": key, "product": "HADOOP", "name": m.feature.name}
+                        m.record["feature"] = key
+                    if m.duplicate_of:
+                        m.record["duplicate_of"] = m.duplicate_of
+                lines += [dumps(f) for f in features.values()] + [dumps(m.record) for m in records]
+                empty_tables()
+                start = time.perf_counter()
+                report = import_records(lines)
+                figures["import_records of the same records (baseline)"].append(time.perf_counter() - start)
+                assert report.written and not report.problems, report.problems[:3]
+        finally:
+            jira.stop()
 
-    baseline = statistics.median(figures["import_records of the same records (baseline)"])
-    print(f"{args.issues:,} Jira issues, {args.repeat} repeats; {platform.machine()}, {os.cpu_count()} cores")
-    print("| step | median s | issues/s | × import_records | requests per 1,000 issues |")
-    print("|---|---|---|---|---|")
-    for name, times in figures.items():
-        median = statistics.median(times)
-        per = f"{requests[name] * 1000 / args.issues:.1f}" if name in requests else "–"
-        print(f"| {name} | {median:.2f} | {args.issues / median:,.0f} | {median / baseline:.2f} | {per} |")
+    print(f"{args.issues:,} Jira issues, {args.repeat} repeats; {machine()}")
+    ratio_table(figures, "import_records of the same records (baseline)", unit="s", count=args.issues, per="issues/s")
+    for name, made in requests.items():
+        print(f"# {name}: {made * 1000 / args.issues:.1f} requests per 1,000 issues")
 
 
 if __name__ == "__main__":

@@ -26,13 +26,12 @@ import random
 import statistics
 import time
 
-import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+import django_setup  # sets Django up, DEBUG off: before the project's imports
 
 # isort: split
 
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test.utils import setup_databases, teardown_databases
 
 from backlog.demo import generate
 from backlog.models import Bug, Product
@@ -107,9 +106,7 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    connection.settings_dict["TEST"]["NAME"] = "test_bench_timing"
-    old_config = setup_databases(verbosity=0, interactive=False, serialized_aliases=set())
-    try:
+    with django_setup.database("test_bench_timing", keep=args.keep_db):
         carol = build(args.hidden, args.visible)
         words = [HIDDEN_WORD, ABSENT_WORD, CONTROL_WORD]
         for word in words:  # what Carol gets: nothing, for each
@@ -121,8 +118,6 @@ def main() -> None:
                 ms = timed(word, carol)
                 if round_ >= args.warmup:
                     times[word].append(ms)
-    finally:
-        teardown_databases(old_config, verbosity=0, keepdb=args.keep_db)
     print(
         f"# {args.hidden:,} hidden bugs hold W ({HIDDEN_WORD}), {args.visible:,} visible bugs; "
         f"no record holds V ({ABSENT_WORD}) or V2 ({CONTROL_WORD}); keyword search as Carol, "

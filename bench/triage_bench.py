@@ -21,7 +21,6 @@ holds the set's records. Each of the set's four reports is triaged as
 """
 
 import argparse
-import os
 import re
 import statistics
 import time
@@ -29,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import django_setup  # noqa: F401  (sets Django up, DEBUG off: before the project's imports)
+from timing import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 SET = ROOT / "eval" / "triage-hadoop"
@@ -143,10 +143,12 @@ def main() -> None:
             times.append(time.perf_counter() - start)
     failures = sum(len(g["failures"]) for g in timed["groups"])
     print(
-        f"machine: {os.cpu_count()} cores; set: {before['known']} failures of indexed bugs, {before['held_out']} of held-out ones, {before['groups']} groups"
+        f"machine: {machine()}; set: {before['known']} failures of indexed bugs, "
+        f"{before['held_out']} of held-out ones, {before['groups']} groups"
     )
     print(
-        f"top-1 right {before['top1']:.3f}; new said for held-out {before['new']:.3f}; known called new {before['known_called_new']:.3f}"
+        f"top-1 right {before['top1']:.3f}; new said for held-out {before['new']:.3f}; "
+        f"known called new {before['known_called_new']:.3f}"
     )
     print(f"groups pure {before['purity_groups']:.3f} (failures in pure groups {before['purity_failures']:.3f})")
     print(
@@ -154,10 +156,12 @@ def main() -> None:
         + ", ".join(f"{b} {bands[b, True]}/{bands[b, False]}" for b in ("high", "medium", "low"))
     )
     print(
-        f"after {decided} decisions: top-1 {again['top1']:.3f}; new {again['new']:.3f}; known called new {again['known_called_new']:.3f}"
+        f"after {decided} decisions: top-1 {again['top1']:.3f}; new {again['new']:.3f}; "
+        f"known called new {again['known_called_new']:.3f}"
     )
     print(
-        f"1,000-failure report ({failures} failures, {len(timed['groups'])} causes): median {statistics.median(times):.2f} s "
+        f"1,000-failure report ({failures} failures, {len(timed['groups'])} causes): "
+        f"median {statistics.median(times):.2f} s "
         f"(min {min(times):.2f}, max {max(times):.2f}) over {args.rounds}"
     )
 

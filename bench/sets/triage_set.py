@@ -130,7 +130,8 @@ def build(source: Path, out: Path) -> dict:
             message = _attr(exception.split(":", 1)[-1].strip()[:200])
             cases.append(
                 f'<testcase name="{test.rsplit(".", 1)[1]}" classname="{suite_class}" time="0.{rng.randint(10, 99)}">'
-                f'<{element} message="{message}" type="{_attr(exception.split(":", 1)[0][:100])}">{body}</{element}></testcase>'
+                f'<{element} message="{message}" type="{_attr(exception.split(":", 1)[0][:100])}">'
+                f"{body}</{element}></testcase>"
             )
             truth.append(f"{index % REPORTS}\t{test}\t{answer}\t{key}")
             counts["failures"] += 1

@@ -18,7 +18,7 @@ tracker boilerplate, as a kept-back Bugzilla set does. The user agent and
 build id are drawn per record from a seeded generator (browser, platform,
 version, date), so the copy is the same on every run:
 
-    .venv/bin/python bench/bugzilla_style.py ../shared/eval/gitbugs-hadoop /tmp/gitbugs-bugzilla
+    .venv/bin/python bench/sets/bugzilla_style.py ../shared/eval/gitbugs-hadoop /tmp/gitbugs-bugzilla
     .venv/bin/python manage.py search_eval /tmp/gitbugs-bugzilla --modes semantic,hybrid
 """
 
