@@ -22,7 +22,7 @@ fails prints the error and what the run did about it:
    Citus) for comparison. As root they run as the embedded server's own
    system user, as runtime/postgres/embedded.py does.
 3. Plain server: the project's migrations, then N demo records through
-   backlog.services.import_records (the triggers fill search_document),
+   backlog.imports.import_records (the triggers fill search_document),
    FAST PATH vectors as bench/corpus.py makes them (1,000 records
    embedded for real, the rest a random embedded record of the same product
    plus noise), and a user whose team has half the products (the access
@@ -222,9 +222,9 @@ def child_write(args) -> dict:
 
     from django.db import connection
 
+    from backlog.imports import import_records
     from backlog.interchange import dumps
     from backlog.models import Bug, Product
-    from backlog.services import import_records
 
     bug = Bug.objects.select_related("product").order_by("id").first()
     now = datetime.now(UTC).isoformat()

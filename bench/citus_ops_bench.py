@@ -291,8 +291,8 @@ def child_sync(args) -> dict:
     """One first sync of the Jira at BENCH_JIRA_URL, timed; with --empty, into emptied tables."""
     from django.db import connection
 
+    from backlog.interchange import KIND_ORDER
     from backlog.models import RECORD_MODELS
-    from backlog.services import KIND_ORDER
     from connectors import sync
     from connectors.models import Source, SyncedRecord, SyncRun
 

@@ -40,9 +40,9 @@ from django.test import Client
 from timing import machine
 
 from backlog.demo import generate
+from backlog.imports import import_records
 from backlog.interchange import dumps
 from backlog.models import Bug
-from backlog.services import import_records
 
 QUERIES = ["renewal", "checkout spinner", "login fails", "payment", "crash on start", "export pdf", "BUG-1"]
 IMPORTED = 500

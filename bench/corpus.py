@@ -29,9 +29,9 @@ from django.db import connection, transaction
 from queries import UNIVERSAL
 
 from backlog.demo import generate
-from backlog.interchange import dumps
+from backlog.imports import import_records
+from backlog.interchange import KIND_ORDER, dumps
 from backlog.models import RECORD_MODELS
-from backlog.services import KIND_ORDER, import_records
 from search.indexing.embeddings import document_text, get_provider
 
 # Per component; at 0.05 the noise (norm ~1) swamped the real vectors and made

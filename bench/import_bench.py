@@ -37,9 +37,9 @@ from timing import machine, ratio_table
 
 from backlog.audit import surface
 from backlog.demo import generate
-from backlog.interchange import dumps
+from backlog.imports import import_records
+from backlog.interchange import KIND_ORDER, dumps
 from backlog.models import RECORD_MODELS, Bug, Feature, Product, QATest
-from backlog.services import KIND_ORDER, import_records
 
 
 def empty_tables() -> None:

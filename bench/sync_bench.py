@@ -24,8 +24,8 @@ import django_setup  # sets Django up, DEBUG off: before the project's imports
 import corpus
 from timing import machine, ratio_table
 
+from backlog.imports import import_records
 from backlog.interchange import dumps
-from backlog.services import import_records
 from connectors import sync
 from connectors.models import Source, SyncedRecord, SyncRun
 from connectors.sources.jira import Jira

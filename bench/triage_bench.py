@@ -93,7 +93,7 @@ def main() -> None:
 
     from django.db import connection
 
-    from backlog.services import import_records
+    from backlog.imports import import_records
     from search.evaluation.runner import fresh_database
     from triage import service
     from triage.models import Decision
