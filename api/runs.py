@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from triage import service
-from triage.junit import too_large
+from triage.junit import refuse_declared, too_large
 
 from . import schema, throttles
 from .authentication import TokenMayWrite
@@ -52,6 +52,7 @@ QUERY = [
 
 
 class RunsView(OneValueEach, APIView):
+    refuse_body = staticmethod(refuse_declared)  # config.middleware.DeclaredBodyLimitMiddleware
     parser_classes = [XMLBodyParser, TextXMLBodyParser, MultiPartParser, JSONParser]
     throttle_classes = [throttles.SearchRateThrottle]
 

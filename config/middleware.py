@@ -7,7 +7,7 @@ from django.http import JsonResponse
 
 from backlog.db import database_unavailable
 from runtime.postgres import deadline, replicas
-from search.contract import error_body, unavailable
+from search.contract import SearchError, error_body, unavailable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -68,6 +68,35 @@ class RequestLineLimitMiddleware:
             )
             return JsonResponse(error_body("uri_too_long", message), status=414)
         return self.get_response(request)
+
+
+class DeclaredBodyLimitMiddleware:
+    """A view that says how large a body it takes (`refuse_body`, a function of the declared
+    Content-Length raising a SearchError, on the view or its DRF class) is answered before
+    anything reads a body declared larger: the CSRF check reads a form whole, and a multipart
+    upload is written to a temporary file whole, before the view could look at its size. The
+    answer is the view's `refused_page` (a page of the staff UI), or the API's error body."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        refuse = getattr(view_func, "refuse_body", None) or getattr(
+            getattr(view_func, "cls", None), "refuse_body", None
+        )
+        if refuse is None:
+            return None
+        try:
+            refuse(request.META.get("CONTENT_LENGTH"))
+        except SearchError as error:
+            page = getattr(view_func, "refused_page", None)
+            if page is not None and (answer := page(request, error)) is not None:
+                return answer
+            return JsonResponse(error.body(), status=error.status, headers=error.headers())
+        return None
 
 
 class AdminEmptyToFieldMiddleware:

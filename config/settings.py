@@ -149,6 +149,8 @@ PGHISTORY_ADMIN_LIST_DISPLAY = ["pgh_created_at", "pgh_label", "pgh_obj_model", 
 
 MIDDLEWARE = [
     "config.middleware.RequestLineLimitMiddleware",
+    # Before the CSRF check, which reads a form (and its upload) whole.
+    "config.middleware.DeclaredBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT (`collectstatic`, which `serve` runs), with
     # hashed names cached for a year, compressed, by the app server itself.
@@ -325,6 +327,17 @@ SERVE_ACCESS_LOG = envbool("SERVE_ACCESS_LOG", False)
 SERVE_HEADER_TIMEOUT = envfloat("SERVE_HEADER_TIMEOUT", 10.0)
 SERVE_BODY_TIMEOUT = envfloat("SERVE_BODY_TIMEOUT", 30.0)
 SERVE_MAX_CONNECTIONS = envint("SERVE_MAX_CONNECTIONS", 1000)
+# MCP over HTTP (mcp_bridge/streams.py): the event streams (GET /mcp) one token,
+# and one server process in all, may hold open (past them a 429, a 503), the
+# seconds a stream lasts before the server ends it and the client opens it
+# again (0: for ever), and how often a streaming token is checked again, so
+# that a revoked or expired one loses its streams (0: never).
+MCP_STREAMS_PER_TOKEN = envint("MCP_STREAMS_PER_TOKEN", 4)
+MCP_STREAMS_MAX = envint("MCP_STREAMS_MAX", 200)
+if min(MCP_STREAMS_PER_TOKEN, MCP_STREAMS_MAX) < 1:
+    raise ImproperlyConfigured("MCP_STREAMS_PER_TOKEN and MCP_STREAMS_MAX: use 1 or more.")
+MCP_STREAM_MAX_AGE = envfloat("MCP_STREAM_MAX_AGE", 600.0)
+MCP_STREAM_TOKEN_CHECK = envfloat("MCP_STREAM_TOKEN_CHECK", 60.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

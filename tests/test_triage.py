@@ -14,10 +14,12 @@ Dana is the QA lead who sees every product and curates; Carol sees
 Tramline only.
 """
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from django.core.files.uploadhandler import FileUploadHandler
 
 from backlog.imports import import_records
 from backlog.models import Product
@@ -492,3 +494,72 @@ def test_errors_are_json_bodies_on_rest_and_tool_errors_over_mcp(story, dana, mo
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_junit"
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
     assert failed and body == refused.json()
+
+
+def test_suites_nested_thousands_deep_are_read_on_every_surface_as_a_team_member(story, carol, monkeypatch):
+    """2,000 nested <testsuite>s around one failure: a RecursionError (a 500, an internal
+    error over MCP) before; read without recursion now."""
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from mcp_bridge import server
+
+    monkeypatch.setattr(server, "close_old_connections", lambda: None)  # inside the test's transaction
+    failure = (
+        '<testcase classname="com.tramline.billing.RenewalServiceTest" name="renewsDeep">'
+        f'<error type="java.lang.NullPointerException"><![CDATA[{RENEWAL_NPE.split(chr(10), 2)[2]}]]></error>'
+        "</testcase>"
+    )
+    deep = '<testsuite name="level">' * 2000 + failure + "</testsuite>" * 2000
+
+    rest = APIClient()
+    rest.force_authenticate(carol)
+    over_rest = rest.post("/api/runs?product=PRD-1", deep.encode(), content_type="application/xml")
+    body, failed = server.answer("triage_run", {"junit": deep, "product": "PRD-1"}, lambda: carol)
+    page = Client()
+    page.force_login(carol)
+    uploaded = page.post("/triage/", {"product": "PRD-1", "file": io.BytesIO(deep.encode())}, follow=True)
+
+    assert over_rest.status_code == 200, over_rest.content
+    assert over_rest.json()["counts"]["failed"] == 1 and over_rest.json()["groups"][0]["bug"] == "BUG-101"
+    assert not failed and body["groups"][0]["bug"] == "BUG-101"
+    assert uploaded.status_code == 200 and "BUG-101" in uploaded.text
+
+
+class CountingUploads(FileUploadHandler):
+    """Counts every byte of an upload Django reads, and hands it on to Django's own handlers."""
+
+    received = 0
+
+    def receive_data_chunk(self, raw_data, start):
+        CountingUploads.received += len(raw_data)
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+def test_an_upload_declared_larger_than_any_report_is_refused_before_a_byte_of_it_is_read(story, carol, settings):
+    """A multipart report over TRIAGE_MAX_BYTES was read whole (to a temporary file) first,
+    and only then its size checked: refused on its declared length now, on REST and the page."""
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    settings.TRIAGE_MAX_BYTES = 10_000
+    settings.FILE_UPLOAD_HANDLERS = ["tests.test_triage.CountingUploads", *settings.FILE_UPLOAD_HANDLERS]
+    CountingUploads.received = 0
+    report = b"<testsuite>" + b" " * 200_000 + b"</testsuite>"
+
+    rest = APIClient()
+    rest.force_authenticate(carol)
+    over_rest = rest.post("/api/runs?product=PRD-1", {"file": io.BytesIO(report)}, format="multipart")
+    page = Client()
+    page.force_login(carol)
+    over_page = page.post("/triage/", {"product": "PRD-1", "file": io.BytesIO(report)})
+    small = rest.post("/api/runs?product=PRD-1", {"file": io.BytesIO(b"<testsuite/>" + b" " * 100)}, format="multipart")
+
+    assert over_rest.status_code == 413 and over_rest.json()["error"]["code"] == "too_large"
+    assert "TRIAGE_MAX_BYTES" in over_rest.json()["error"]["message"]
+    assert over_page.status_code == 413 and "TRIAGE_MAX_BYTES" in over_page.text and "<form" in over_page.text
+    assert small.status_code == 200, small.content  # a small one is read, and triaged
+    assert CountingUploads.received == 112  # the small one's bytes, and none of the large ones'

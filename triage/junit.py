@@ -56,6 +56,19 @@ def too_large(size: int | None) -> TooLarge:
     )
 
 
+#: What a multipart form may add around the largest report: its parts' headers and boundaries.
+FORM_BYTES = 64 * 1024
+
+
+def refuse_declared(content_length: str | None) -> None:
+    """TooLarge for a request whose declared length cannot hold a report within
+    TRIAGE_MAX_BYTES in any form (the body, a multipart `file`, JSON): before a byte of
+    it is read, as a multipart upload would be read whole (to a temporary file) first."""
+    declared = int(content_length) if content_length and content_length.isdigit() else 0
+    if declared > settings.TRIAGE_MAX_BYTES + FORM_BYTES:
+        raise too_large(declared)
+
+
 @dataclass(frozen=True)
 class Case:
     """One test case's outcome. `text` is what the runner printed for its failure
@@ -159,13 +172,20 @@ def _local(tag: str) -> str:
 
 
 def _testcases(element: ET.Element, suite: str):
-    """(suite name, testcase) for every testcase under `element`, nested suites included."""
-    for child in element:
+    """(suite name, testcase) for every testcase under `element`, nested suites included, in file
+    order; without recursion, so that suites nested thousands deep are read as any others."""
+    stack = [(iter(element), suite)]
+    while stack:
+        children, suite = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            continue
         tag = _local(child.tag)
         if tag == "testcase":
             yield suite, child
         elif tag in ("testsuite", "testsuites"):
-            yield from _testcases(child, child.get("name") or suite)
+            stack.append((iter(child), child.get("name") or suite))
 
 
 def _case(suite: str, element: ET.Element, line: int) -> Case:

@@ -15,11 +15,12 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from accounts.decorators import staff_required
+from accounts.decorators import is_staff, staff_required
 from backlog import access
 from backlog.models import Product
 from search.contract import SearchError
 from triage import service
+from triage.junit import refuse_declared
 
 
 @staff_required
@@ -37,15 +38,29 @@ def triage_run(request):
             answer = service.call({"run": run}, request.user)
     except SearchError as exc:
         error, status = str(exc), exc.status
+    return _page(request, answer, error, status, (answer or {}).get("product") or request.POST.get("product", ""))
+
+
+def _page(request, answer: dict | None, error: str | None, status: int, chosen: str = ""):
     products = access.visible(Product.objects.order_by("name"), request.user)
     context = {
         "answer": answer,
         "error": error,
         "products": products,
-        "chosen": (answer or {}).get("product") or request.POST.get("product", ""),
+        "chosen": chosen,
         "groups": _with_report_links(answer),
     }
     return render(request, "ui/triage.html", context, status=status)
+
+
+def _refused(request, error: SearchError):
+    """A report declared too large, refused before the CSRF check reads the form
+    (config.middleware.DeclaredBodyLimitMiddleware): on this page for the staff, who may see it."""
+    return _page(request, None, str(error), error.status) if is_staff(request.user) else None
+
+
+triage_run.refuse_body = refuse_declared
+triage_run.refused_page = _refused
 
 
 @staff_required
