@@ -14,9 +14,11 @@ own. While one is set:
   `Connection.wait`) ends by the deadline. Past it, the statement is cancelled
   if the server takes the cancel within CANCEL_SECONDS (a live server then
   stops the work nobody waits for), the connection is closed, and
-  psycopg.OperationalError raised: a 503 `database_unavailable` on every
-  surface (backlog.db.database_unavailable), sent CANCEL_SECONDS after the
-  deadline at worst.
+  `Passed` raised (a psycopg.OperationalError): on every surface a 503,
+  sent CANCEL_SECONDS after the deadline at worst, which says why: the
+  request took longer than its time (`request_timeout`: the server took
+  the cancel, or no time was left before the wait began) or the database
+  is not answering (`database_unavailable`).
 
 Outside a deadline (management commands, the workers, migrations) nothing
 changes: their statements may take as long as they need.
@@ -34,7 +36,19 @@ from django.db.backends.postgresql import base
 CANCEL_SECONDS = 0.5
 PASSED = "the database did not answer in the time this request may wait on it; the connection was closed"
 
-_deadline: ContextVar[float | None] = ContextVar("database_deadline", default=None)
+#: (the deadline's time.monotonic(), the seconds the block was given)
+_deadline: ContextVar[tuple[float, float] | None] = ContextVar("database_deadline", default=None)
+
+
+class Passed(psycopg.OperationalError):
+    """The deadline passed. `budget`: the seconds the request was given; `answered`: whether
+    the server took the cancel (it is alive: the request's own work or a slow statement
+    used up the time, search.contract's RequestOverBudget) or not (it is not answering:
+    DatabaseUnavailable). Told apart by search.contract.errors.unavailable."""
+
+    def __init__(self, budget: float, answered: bool):
+        super().__init__(PASSED)
+        self.request_budget, self.server_answered = budget, answered
 
 
 @contextmanager
@@ -44,7 +58,7 @@ def within(seconds: float | None):
     if not seconds:
         yield
         return
-    deadline = time.monotonic() + seconds
+    deadline = (time.monotonic() + seconds, seconds)
     outer = _deadline.get()
     token = _deadline.set(deadline if outer is None else min(outer, deadline))
     try:
@@ -69,7 +83,13 @@ def each_within(chunks: Iterable, seconds: float | None) -> Iterator:
 def remaining() -> float | None:
     """Seconds left before the deadline (0 or less: passed); None: no deadline."""
     deadline = _deadline.get()
-    return None if deadline is None else deadline - time.monotonic()
+    return None if deadline is None else deadline[0] - time.monotonic()
+
+
+def budget() -> float:
+    """The seconds the innermost deadline's block was given (0: none)."""
+    deadline = _deadline.get()
+    return 0.0 if deadline is None else deadline[1]
 
 
 class Connection(psycopg.Connection):
@@ -87,10 +107,15 @@ class Connection(psycopg.Connection):
                     raise
         # Past the deadline the connection is closed, even with nothing sent: a
         # transaction left open would be rolled back after the request, unbounded.
-        with suppress(psycopg.Error):
+        # The time went on the request's own work when none was left for this wait.
+        answered = left <= 0
+        try:
             self.cancel_safe(timeout=CANCEL_SECONDS)
+            answered = True
+        except psycopg.Error:
+            pass
         self.close()
-        raise psycopg.OperationalError(PASSED)
+        raise Passed(budget(), answered)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -110,8 +135,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params):
         left = remaining()
-        if left is not None and left <= 0:
-            raise psycopg.OperationalError(PASSED)
+        if left is not None and left <= 0:  # the request's own work took the time
+            raise Passed(budget(), answered=True)
         connection = super().get_new_connection(conn_params)
         # psycopg.connect() makes psycopg's own class, and Django offers no hook for
         # another: ours adds only the bound on wait() (and a pool's connection, made

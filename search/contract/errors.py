@@ -68,9 +68,30 @@ class ClusterDegraded(DatabaseUnavailable):
         )
 
 
+class RequestOverBudget(DatabaseUnavailable):
+    """The request took longer than it may wait on the database (DATABASE_REQUEST_TIMEOUT,
+    runtime.postgres.deadline) while the database answered: its own work, or a statement
+    too slow for the time left, used it up. Nothing was changed."""
+
+    code = "request_timeout"
+
+    def __init__(self, budget: float):
+        SearchError.__init__(
+            self,
+            f"This request took longer than the {budget:g} s it may take on the database "
+            "(DATABASE_REQUEST_TIMEOUT) and was stopped; nothing was changed. Ask for less at a time "
+            f"(a narrower search, a smaller report), or send it again in {self.retry_after} seconds.",
+        )
+
+
 def unavailable(error: BaseException) -> DatabaseUnavailable:
     """The 503 for an error that says the database cannot be reached: the cluster's
-    when a Citus worker is the one that cannot (its words: "connection to the remote node")."""
+    when a Citus worker is the one that cannot (its words: "connection to the remote node"),
+    and the request's own when its time ran out with the database answering (the deadline's
+    error says so: runtime.postgres.deadline.Passed, read by its attributes)."""
+    passed = error if hasattr(error, "request_budget") else error.__cause__
+    if getattr(passed, "server_answered", False):
+        return RequestOverBudget(passed.request_budget)
     return ClusterDegraded() if "remote node" in str(error) else DatabaseUnavailable()
 
 
