@@ -27,7 +27,7 @@ changes: their statements may take as long as they need.
 import math
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 import psycopg
