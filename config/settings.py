@@ -327,8 +327,8 @@ SERVE_ACCESS_LOG = envbool("SERVE_ACCESS_LOG", False)
 SERVE_HEADER_TIMEOUT = envfloat("SERVE_HEADER_TIMEOUT", 10.0)
 SERVE_BODY_TIMEOUT = envfloat("SERVE_BODY_TIMEOUT", 30.0)
 SERVE_MAX_CONNECTIONS = envint("SERVE_MAX_CONNECTIONS", 1000)
-# MCP over HTTP (mcp_bridge/streams.py): the event streams (GET /mcp) one token,
-# and one server process in all, may hold open (past them a 429, a 503), the
+# MCP over HTTP (mcp_bridge/streams.py): the event streams (GET /mcp, a listen)
+# one token, and one server process in all, may hold open (a 429, a 503), the
 # seconds a stream lasts before the server ends it and the client opens it
 # again (0: for ever), and how often a streaming token is checked again, so
 # that a revoked or expired one loses its streams (0: never).

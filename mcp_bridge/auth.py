@@ -10,17 +10,19 @@ request gets the 503 every surface gives then (`DatabaseOutage`). The token
 comes as `Bearer <key>` or, as REST takes it, `Token <key>` (`TokenScheme`).
 """
 
-import json
 from typing import Any
 
 import anyio.to_thread
 from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.provider import AccessToken
 from pydantic import ConfigDict, Field
+from starlette.middleware import Middleware
 
 from accounts import tokens
 from backlog.db import database_unavailable
 from search.contract import DatabaseUnavailable, unavailable
+
+from .streams import StreamLimits, Streams, send_error
 
 
 class UserToken(AccessToken):
@@ -68,10 +70,7 @@ class DatabaseOutage:
         except DatabaseUnavailable as exc:
             if scope["type"] != "http":
                 raise
-            headers = [(b"content-type", b"application/json")]
-            headers += [(name.lower().encode(), value.encode()) for name, value in exc.headers().items()]
-            await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-            await send({"type": "http.response.body", "body": json.dumps(exc.body()).encode()})
+            await send_error(send, exc)
 
 
 class TokenScheme:
@@ -97,10 +96,16 @@ def _as_bearer(name: bytes, value: bytes) -> bytes:
 
 def http_app(server, host: str):
     """The streamable HTTP app of `server` (stateless), with DatabaseOutage
-    and TokenScheme outside its authentication. A call is answered with one
-    JSON body rather than an event stream: a tool here sends nothing before its
-    result, and the stream cost 0.5-0.9 ms a call (docs/benchmarks.md)."""
+    and TokenScheme outside its authentication and StreamLimits inside it. A
+    call is answered with one JSON body rather than an event stream: a tool
+    here sends nothing before its result, and the stream cost 0.5-0.9 ms a
+    call (docs/benchmarks.md)."""
     app = server.streamable_http_app(host=host, stateless_http=True, json_response=True)
     app.add_middleware(DatabaseOutage)
     app.add_middleware(TokenScheme)
+    # Appended, it runs after the SDK's authentication (its middleware come first
+    # in the list), so the request's token is known; add_middleware puts a
+    # middleware before all of them.
+    streams = Streams.from_settings(token_live=lambda key: user_for_token(key) is not None)
+    app.user_middleware.append(Middleware(StreamLimits, streams=streams))
     return app
