@@ -103,3 +103,41 @@ def test_the_admin_filters_the_trail_by_surface_and_shows_it_only_to_those_who_s
     team_member.user_permissions.add(Permission.objects.get(codename="view_events"))
     client.force_login(team_member)
     assert client.get("/admin/pghistory/events/").status_code == 403
+
+
+def test_a_record_moved_into_a_product_shows_its_team_nothing_of_its_past_elsewhere(story, client):
+    """A bug filed in Ledgerly (PRD-2) with a customer's name in it, scrubbed there, then
+    moved to Tramline (PRD-1). Tina, on Tramline's team only, sees the bug and its
+    history from the move on: not the name, not Ledgerly's key, not who scrubbed it."""
+    from django.contrib.auth.models import Group
+
+    from backlog.models import Product
+
+    from .conftest import LEDGERLY_BUG
+
+    assert not import_records(
+        jsonl({**LEDGERLY_BUG, "description": "Invoice of ACME-SECRET-CUSTOMER"}).splitlines()
+    ).problems
+    bug = Bug.objects.get(key=LEDGERLY_BUG["key"])
+    with audit.surface("import"):
+        Bug.objects.filter(pk=bug.pk).update(description="Invoice of a customer")  # scrubbed in PRD-2
+        Bug.objects.filter(pk=bug.pk).update(product=Product.objects.get(key="PRD-1"), feature=None)
+    team = Group.objects.create(name="Tramline team")
+    Product.objects.get(key="PRD-1").teams.add(team)
+    tina = User.objects.create_user("tina", password="a-long-passphrase", is_staff=True)
+    tina.groups.add(team)
+
+    seen_by_tina = audit.history(bug, tina)
+    seen_by_all = audit.history(bug)
+    client.force_login(tina)
+    page = client.get(f"/records/{bug.key}/").content.decode()
+    section = page.split('id="history"')[1].split("</section>")[0]
+
+    assert [e.get("hidden", False) for e in seen_by_tina] == [True, True, False]
+    assert seen_by_tina[2]["changed"]["product"] == (audit.NOT_SHOWN, "PRD-1")
+    assert "ACME-SECRET-CUSTOMER" not in section and "PRD-2" not in section and "Ledgerly" not in section
+    assert section.count("while in a product you do not see") == 2
+    assert (
+        seen_by_all[1]["changed"]["description"][0] == "Invoice of ACME-SECRET-CUSTOMER"
+    )  # kept, for those who see it
+    assert seen_by_all[2]["changed"]["product"] == ("PRD-2", "PRD-1")

@@ -97,7 +97,7 @@ def record(request, key):
         "similar": similar,
         "timeline": timeline,
         # Its changes from the audit trail: the record is one this user sees (`get` answered it).
-        "history": audit.history(RECORD_MODELS[record["kind"]].objects.get(key=record["key"])),
+        "history": audit.history(RECORD_MODELS[record["kind"]].objects.get(key=record["key"]), request.user),
         **split_related(record["related"]),
     }
     return render(request, "ui/record.html", context)
