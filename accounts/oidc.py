@@ -37,6 +37,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from joserfc.errors import JoseError
 
+from backlog import access
+
 from .models import Identity
 
 logger = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ def callback(request):
         claims = token.get("userinfo")
         if not claims:
             raise SignInRefused("the provider sent no ID token")
-        user, missing = sign_in(claims)
+        user, notice = sign_in(claims)
     except (AuthlibBaseError, JoseError) as exc:
         logger.warning("OIDC sign-in refused: %s", exc)
         return _refused(request, f"the sign-in could not be verified ({_said(exc)}); nothing was changed. Try again")
@@ -121,19 +123,15 @@ def callback(request):
     wanted = request.session.pop(SESSION_NEXT, settings.LOGIN_REDIRECT_URL)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     request.session[SESSION_AT] = time.time()
-    if missing:
-        messages.warning(
-            request,
-            f"Your identity provider's group{'s' if len(missing) > 1 else ''} {', '.join(sorted(missing))} "
-            "name no team here, so they give you no products; an administrator maps them (OIDC_TEAMS) "
-            "or makes the team.",
-        )
+    if notice:
+        messages.warning(request, notice)
     return HttpResponseRedirect(wanted)
 
 
 def sign_in(claims: dict) -> tuple:
     """The user `claims` (a verified ID token) are, made or updated, with the teams
-    their groups name; and the groups that name no team here (nothing is made for them)."""
+    their groups name; and what the person is told of groups that name no team here
+    (nothing is made for them), or of being on no team at all (None: nothing to tell)."""
     issuer, subject = str(claims["iss"]), str(claims["sub"])
     groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
     if isinstance(groups, str):
@@ -146,8 +144,6 @@ def sign_in(claims: dict) -> tuple:
     teams = list(Group.objects.filter(name__in=set(team_of.values())))
     found = {team.name for team in teams}
     unknown = [g for g, team in team_of.items() if team not in found]
-    # Said when the mapping names a team that is not here, or when no group gave a team at all.
-    missing = unknown if mapping or not teams else []
     with transaction.atomic():
         identity = Identity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
         if identity is None:
@@ -168,7 +164,31 @@ def sign_in(claims: dict) -> tuple:
         user.groups.set(teams)  # the provider decides a signed-in person's teams, every time
         identity.groups, identity.signed_in_at = groups, timezone.now()
         identity.save()
-    return user, missing
+    return user, _notice(user, groups, teams, unknown if mapping or not teams else [])
+
+
+def _notice(user, groups: list[str], teams: list, unknown: list[str]) -> str | None:
+    """What a person just signed in is told: the groups that name no team here (when
+    the mapping names a team that is not here, or no group gave a team at all), and
+    that they see no products when no group put them on a team."""
+    said = []
+    if unknown:
+        said.append(
+            f"Your identity provider's group{'s' if len(unknown) > 1 else ''} {', '.join(sorted(unknown))} "
+            "name no team here, so they give you no products; an administrator maps them (OIDC_TEAMS) "
+            "or makes the team."
+        )
+    if not teams and not unknown and not access.sees_all_products(user):
+        why = (
+            "none of your identity provider's groups is mapped to a team here (OIDC_TEAMS)"
+            if groups
+            else (f"your identity provider sent no groups (the {settings.OIDC_GROUPS_CLAIM!r} claim)")
+        )
+        said.append(
+            f"You are signed in, but on no team: {why}, so no product's records show here. "
+            "Ask an administrator to put you on a team."
+        )
+    return " ".join(said) or None
 
 
 def _free_username(claims: dict) -> str:

@@ -229,3 +229,22 @@ def test_two_first_sign_ins_at_once_make_one_person():
 
     assert found["second"] == found["first"], found
     assert list(User.objects.filter(username__startswith="erin").values_list("username", flat=True)) == ["erin"]
+
+
+@pytest.mark.parametrize("groups", [["all-staff", "qa-payments-eu"], []], ids=["groups-mapped-to-none", "no-groups"])
+def test_a_person_whose_groups_map_to_no_team_is_told_at_sign_in_and_on_every_search(
+    client, idp, teams, settings, groups
+):
+    """With a mapping that names none of her groups (or a provider that sends none), Nina
+    used to get an empty search and no word of why (docs/access.md promises one)."""
+    settings.OIDC_TEAMS = {"qa-mobile": "Mobile", "qa-web": "Web"}
+    idp.person.groups = groups
+
+    answer = sign_in(client)
+    first = client.get(answer["Location"]).content.decode()
+    later = client.get("/search/", {"query": "crash"}).content.decode()
+
+    assert list(User.objects.get(username="nina").groups.all()) == []
+    assert "You are signed in, but on no team" in first
+    assert ("mapped to a team here (OIDC_TEAMS)" if groups else "sent no groups") in first
+    assert 'id="no-team"' in later and "Ask an administrator to put you on a team" in later

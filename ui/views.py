@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
 from accounts.decorators import staff_required
-from backlog import audit
+from backlog import access, audit
 from backlog.access import sees_all_products
 from backlog.models import RECORD_MODELS
 from connectors.models import history as sync_history
@@ -49,6 +49,8 @@ def search(request):
         "facet_groups": facet_groups(request.GET, response and response["facets"], request.user),
         "carried": carried(request.GET),
         "chips": chips(request.GET.get("query", ""), response and response.get("filters")),
+        # Said on every search while it holds, not only at sign-in: an empty search is no answer.
+        "on_no_team": access.visible_product_ids(request.user) == [],
     }
     template = FRAGMENTS.get(request.headers.get("X-UI-Fragment"), "ui/search.html")
     page = render(request, template, context, status=status)
