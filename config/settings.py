@@ -236,7 +236,8 @@ else:
         "default": {
             "ENGINE": "runtime.postgres",
             "NAME": EMBEDDED_PG_DATABASE,
-            "USER": "postgres",
+            # `serve` runs what it starts as a role that is no superuser (runtime/postgres/roles.py).
+            "USER": envstr("EMBEDDED_PG_USER", "postgres"),
             "CONN_MAX_AGE": 60,
         }
     }

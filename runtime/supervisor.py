@@ -31,8 +31,9 @@ from search.indexing.health import EMBEDDING_WORKER
 from search.indexing.worker import WORKER_NICENESS, Supervisor, die_with_parent
 
 
-def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
-    """Serve at `addrport` until stopped, with the helpers beside the server."""
+def run(addrport: str, embed: bool, server: str, mcp_port: int, env: dict[str, str] | None = None) -> None:
+    """Serve at `addrport` until stopped, with the helpers beside the server; `env`: variables
+    set for every process started (the database role they run as: runtime/postgres/roles.py)."""
     # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
     # Ctrl-C: the children are stopped and the embedded database detached.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -42,7 +43,8 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
     die_with_parent()
     if os.getppid() != parent:  # it died before we asked
         sys.exit(128 + signal.SIGTERM)
-    children = helpers(addrport, embed, mcp_port)
+    env = env or {}
+    children = helpers(addrport, embed, mcp_port, env)
     # gunicorn on a socket of its own, which only the front (runtime.front) reaches:
     # the front reads every request whole before a worker's thread sees it.
     private = Path(tempfile.mkdtemp(prefix="qa-search-"))  # 0700: this user's alone
@@ -57,7 +59,9 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
             call_command("runserver", addrport, use_reloader=False)
             return
         connections.close_all()  # nothing of this process's is shared with the server's
-        web = subprocess.Popen(gunicorn_command(f"unix:{upstream}"), preexec_fn=die_with_parent)
+        web = subprocess.Popen(
+            gunicorn_command(f"unix:{upstream}"), env={**os.environ, **env}, preexec_fn=die_with_parent
+        )
         web.wait()
     finally:
         if web is not None and web.poll() is None:
@@ -68,27 +72,28 @@ def run(addrport: str, embed: bool, server: str, mcp_port: int) -> None:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def helpers(addrport: str, embed: bool, mcp_port: int) -> list[Supervisor]:
-    """The supervised commands that run beside the web server."""
+def helpers(addrport: str, embed: bool, mcp_port: int, env: dict[str, str] | None = None) -> list[Supervisor]:
+    """The supervised commands that run beside the web server, each with `env` set."""
+    env = env or {}
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     found = []
     if embed:
         worker = [sys.executable, manage, "embed", "--watch", "--no-progress"]
-        found.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS))
+        found.append(Supervisor(EMBEDDING_WORKER, worker, niceness=WORKER_NICENESS, env=env))
     # Saved searches' webhooks: a round every SAVED_SEARCH_NOTIFY_SECONDS, never in a request.
     notifier = [sys.executable, manage, "notify_saved_searches", "--watch"]
-    found.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS))
+    found.append(Supervisor("saved-search-notifier", notifier, niceness=WORKER_NICENESS, env=env))
     # Sources configured in the admin sync on their schedules (docs/connectors.md).
     # A failed sync is one line of the command's on stderr, which the supervisor logs;
     # the sync's own warning of the same failure would make it two (the run keeps it).
     syncer = [sys.executable, manage, "sync", "--watch", "--no-progress"]
-    found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS, env={"LOG_LEVEL": "ERROR"}))
+    found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS, env={**env, "LOG_LEVEL": "ERROR"}))
     # The trackers' webhook deliveries, processed within a second of their arrival.
-    found.append(Supervisor("webhook-processor", [sys.executable, manage, "hooks", "--watch"]))
+    found.append(Supervisor("webhook-processor", [sys.executable, manage, "hooks", "--watch"], env=env))
     if mcp_port:
         host = addrport.rsplit(":", 1)[0]
         command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]
-        found.append(Supervisor("mcp-http", command))
+        found.append(Supervisor("mcp-http", command, env=env))
     return found
 
 

@@ -141,3 +141,40 @@ def test_a_record_moved_into_a_product_shows_its_team_nothing_of_its_past_elsewh
         seen_by_all[1]["changed"]["description"][0] == "Invoice of ACME-SECRET-CUSTOMER"
     )  # kept, for those who see it
     assert seen_by_all[2]["changed"]["product"] == ("PRD-2", "PRD-1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_role_serve_runs_the_app_as_writes_records_and_events_but_cannot_rewrite_the_trail(story):
+    """What `serve` starts connects as qa_app (runtime/postgres/roles.py). Its writes are
+    audited as any; every way around the append-only trigger that the superuser has is
+    closed to it."""
+    import psycopg
+
+    from runtime.postgres import roles
+
+    roles.grant_app_role()
+    params = connection.get_connection_params()
+    app = psycopg.connect(host=params["host"], port=params.get("port"), dbname=params["dbname"], user=roles.APP_ROLE)
+    attempts = {
+        "UPDATE": "UPDATE backlog_bugevent SET title = 'rewritten'",
+        "DELETE": "DELETE FROM backlog_bugevent",
+        "replica role": "SET LOCAL session_replication_role = replica",
+        "pgtrigger.ignore": "SET LOCAL pgtrigger.ignore = '{backlog_bugevent:pgtrigger_append_only_a47e1}';"
+        " DELETE FROM backlog_bugevent",
+        "TRUNCATE": "TRUNCATE backlog_bugevent",
+        "no trigger": "ALTER TABLE backlog_bugevent DISABLE TRIGGER ALL",
+    }
+    refused = {}
+    with app:
+        with app.transaction():
+            app.execute("UPDATE backlog_bug SET title = 'Renewal spins' WHERE key = 'BUG-12'")
+        for what, statement in attempts.items():
+            try:
+                with app.transaction():
+                    app.execute(statement)
+                refused[what] = False
+            except psycopg.errors.InsufficientPrivilege:
+                refused[what] = True
+
+    assert refused == dict.fromkeys(attempts, True)
+    assert [e["what"] for e in audit.history(Bug.objects.get(key="BUG-12"))] == ["insert", "update"]

@@ -131,6 +131,12 @@ def test_serve_runs_gunicorn_with_static_files_health_and_mcp_beside_it_and_leav
         token = api_key(get_user_model().objects.get(username="admin"))
         status, _, body = fetch(f"{base}/api/search?query=renewal", {"Authorization": f"Token {token}"})
         assert status == 200 and json.loads(body)["total"] == 0
+        with connection.cursor() as cursor:  # the app's connections: no superuser (runtime/postgres/roles.py)
+            cursor.execute(
+                "SELECT DISTINCT a.usename, r.rolsuper FROM pg_stat_activity a JOIN pg_roles r ON r.rolname = a.usename"
+                " WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.usename <> 'postgres'"
+            )
+            assert cursor.fetchall() == [("qa_app", False)]
         status, _, page = fetch(f"{base}/accounts/login/")
         stylesheet = re.search(r'href="(/static/[^"]+\.[0-9a-f]{12}\.css)"', page.decode()).group(1)
         status, headers, _ = fetch(base + stylesheet, {"Accept-Encoding": "gzip"})

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 
 from runtime import supervisor
+from runtime.postgres import roles
 
 
 class Command(BaseCommand):
@@ -60,6 +61,11 @@ class Command(BaseCommand):
 
     def handle(self, addrport, demo_records, no_serve, no_embed, server, mcp_port, **options):
         call_command("migrate", interactive=False, verbosity=0)
+        children = {}
+        if settings.EMBEDDED_DATABASE and connection.settings_dict["USER"] == "postgres":
+            # Every process started below (gunicorn, the workers, MCP) runs as a role that is
+            # neither superuser nor the tables' owner: no statement of theirs rewrites history.
+            children["EMBEDDED_PG_USER"] = roles.grant_app_role()
         self.stdout.write(f"Database migrated, static files {collect_static()}.")
         if demo_records:
             call_command("seed_demo", records=demo_records, if_empty=True, stdout=self.stdout)
@@ -91,7 +97,7 @@ class Command(BaseCommand):
             + f"  Health:    {base}/healthz (alive), {base}/readyz (database and index)\n"
         )
         if not no_serve:
-            supervisor.run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port)
+            supervisor.run(addrport, embed=not no_embed, server=server, mcp_port=mcp_port, env=children)
 
     def embedding_status(self, no_embed: bool) -> str:
         from search.service import health as index_health
