@@ -108,6 +108,8 @@ class Connector:
     #: is cheap, one that reads every item again (TestIO, TestRail) waits its turn.
     sweep_minutes: int = 360
     sweep_is_cheap: bool = True
+    #: The kind of record a webhook's items become (TestIO's are of both kinds, but it sends none).
+    item_kind: str = "bug"
 
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source

@@ -8,7 +8,8 @@ checkpoint (the high-water mark of upstream `updated` already written), the
 duplicate links still waiting for their original, and what the deletion
 sweep last saw. `SyncedRecord` ties an upstream id to the record key it was
 written under: the sweep deletes what upstream no longer lists, and a moved
-issue (a new key for the same id) replaces its old record.
+issue (a new key for the same id) replaces its old record. A `Tombstone`
+keeps an upstream item whose record was deleted here, however it was.
 """
 
 import re
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -225,15 +227,51 @@ class SyncedRecord(models.Model):
     upstream_updated = models.DateTimeField(
         null=True, blank=True, help_text="upstream's time of the state written: an older one is never written over it"
     )
+    content_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="a hash of the state written: another state of the same upstream time is in doubt "
+        "(connectors.writer)",
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["source", "kind", "upstream_id"], name="synced_record_once"),
         ]
-        indexes = [models.Index(fields=["source", "kind", "key"], name="synced_record_key")]
+        indexes = [
+            models.Index(fields=["source", "kind", "key"], name="synced_record_key"),
+            # The record tables' deletion trigger finds a deleted record's row by its folded key.
+            models.Index(models.F("kind"), Upper("key"), name="synced_record_folded_key"),
+        ]
 
     def __str__(self):
         return f"{self.source} {self.kind} {self.upstream_id} → {self.key}"
+
+
+class Tombstone(models.Model):
+    """An upstream item whose record was deleted here: by a sweep, a webhook or a
+    curator (the admin, the API, raw SQL). A delivery that would write it again
+    is read again from upstream first (connectors.hooks.processing), for as long
+    as the tombstone is kept: until upstream's own answer writes the item again
+    (connectors.writer clears it), however long that takes.
+
+    A trigger on the record tables writes them (migration 0006): a deleted bug
+    or test that a SyncedRecord maps moves from SyncedRecord to here, in the
+    deleting statement, whatever path it came by; connectors.sweep.bury those
+    whose record was not there to delete (a webhook's deletion of an item
+    never held)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="tombstones")
+    kind = models.CharField(max_length=16)
+    upstream_id = models.CharField(max_length=100)
+    key = models.CharField(max_length=64, blank=True, help_text="the record's key when it was deleted, if it had one")
+    deleted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "kind", "upstream_id"], name="tombstone_once")]
+
+    def __str__(self):
+        return f"{self.source} {self.kind} {self.upstream_id} deleted {self.deleted_at:%Y-%m-%d %H:%M}"
 
 
 class DeliveryStatus(models.TextChoices):

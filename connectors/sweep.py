@@ -3,6 +3,11 @@
 Deletions come only from a complete listing of upstream ids (`all_ids`),
 never from an empty one while records are held, and never more than
 SYNC_SWEEP_MAX_SHARE of the source's records unless the operator says so.
+
+What is deleted stays known as deleted: deleting a record moves its
+SyncedRecord row to a Tombstone (a trigger on the record tables, migration
+0006, whoever deletes it), and `bury` keeps the items whose record was gone
+already. A webhook that later brings one back is read from upstream first.
 """
 
 from collections import Counter
@@ -12,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .base import Connector, ProductInfo, SyncError
-from .models import Source, SyncedRecord
+from .models import Source, SyncedRecord, Tombstone
 from .ownership import ITEM_MODELS
 from .tally import Tally
 
@@ -56,7 +61,9 @@ def delete_gone(
             tally.missed += removed
         for kind in ITEM_MODELS:
             upstream_ids = [upstream for k, upstream, _ in gone if k == kind]
-            SyncedRecord.objects.filter(source=source, kind=kind, upstream_id__in=upstream_ids).delete()
+            left = SyncedRecord.objects.filter(source=source, kind=kind, upstream_id__in=upstream_ids)
+            bury(source, kind, list(left.values_list("upstream_id", flat=True)))  # their records were gone already
+            left.delete()
         source.swept_at = timezone.now()
         source.save(update_fields=["swept_at"])
 
@@ -72,3 +79,11 @@ def delete_records(product_key: str, records: list[tuple[str, str]]) -> int:
                 .get(model._meta.label, 0)
             )
     return deleted
+
+
+def bury(source: Source, kind: str, upstream_ids: list[str]) -> None:
+    """Tombstones for the items upstream no longer has whose record is not here to delete
+    (never written, or deleted before): the trigger writes the others'."""
+    Tombstone.objects.bulk_create(
+        [Tombstone(source=source, kind=kind, upstream_id=upstream) for upstream in upstream_ids], ignore_conflicts=True
+    )

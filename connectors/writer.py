@@ -11,12 +11,20 @@
 - It writes only what the source owns (connectors.ownership).
 - In order of truth: an item is never written over a newer state of itself
   (SyncedRecord.upstream_updated), whoever wrote that (a sync or a webhook).
+  Upstream times have a precision (GitHub's and TestRail's, the second): a
+  state of the same time but other content (SyncedRecord.content_hash) is
+  not newer, it is in doubt. Upstream's own answer (a sync's page, an item
+  read again by id) is written; a webhook's payload is handed back, to be
+  read again (`write(..., hinted=True)`).
+- An item written is no longer known as deleted (its Tombstone goes).
 - An item that cannot be read is skipped and reported by key; the page goes on.
 
 A sync (connectors.sync) and a webhook delivery (connectors.hooks) write
 through this one writer.
 """
 
+import hashlib
+import json
 from datetime import timedelta
 
 from django.db import transaction
@@ -29,7 +37,7 @@ from backlog.keys import stored_by_key
 from backlog.models import Bug, Product
 
 from .base import Connector, FeatureRef, Mapped, ProductInfo, SyncError, slug
-from .models import Source, SyncedRecord
+from .models import Source, SyncedRecord, Tombstone
 from .ownership import ITEM_MODELS, KEY_MAX, refusals
 from .sweep import delete_records
 from .tally import Tally, one_line
@@ -94,12 +102,14 @@ class Writer:
         taken.add(key.upper())
         return key
 
-    def write(self, mapped: list[Mapped], checkpoint) -> None:
+    def write(self, mapped: list[Mapped], checkpoint, hinted: bool = False) -> list[str]:
+        """Write a page; the upstream ids of those left in doubt (only when `hinted`:
+        the items are a webhook's payload, not upstream's answer), to be read again."""
         with transaction.atomic():
-            items = self._newest(self._owned([extra for m in mapped for extra in m.extra] + mapped))
+            items, doubted = self._newest(self._owned([extra for m in mapped for extra in m.extra] + mapped), hinted)
             if not items:
                 self._advance(checkpoint)
-                return
+                return doubted
             taken = {key.upper() for key in self.features.values()}
             features: dict[str, dict] = {}
             for m in items:
@@ -124,6 +134,7 @@ class Writer:
             self.tally.deleted += delete_records(self.product.key, renamed)
             self._own_product()
             self._advance(checkpoint)
+        return doubted
 
     def _owned(self, items: list[Mapped]) -> list[Mapped]:
         """The items this source may write (connectors.ownership.refusals); the
@@ -135,33 +146,38 @@ class Writer:
             self.source.pending_links.pop(items[index].record.get("key"), None)
         return [m for index, m in enumerate(items) if index not in problems]
 
-    def _newest(self, items: list[Mapped]) -> list[Mapped]:
-        """The items not older than the state already written of them (by a
-        sync or a webhook: their rows locked to the end of the page, so two
-        writers of one item take turns); the older are left, as unchanged."""
+    def _newest(self, items: list[Mapped], hinted: bool) -> tuple[list[Mapped], list[str]]:
+        """The items to write: not older than the state already written of them (by
+        a sync or a webhook: their rows locked to the end of the page, so two
+        writers of one item take turns); the older are left, as unchanged. Of
+        the `hinted` (a webhook's payload), those of the stored state's time
+        but other content are left too: their upstream ids, the second list."""
         if not items:
-            return items
+            return items, []
         stored = {
-            (kind, upstream): updated
-            for kind, upstream, updated in SyncedRecord.objects.select_for_update()
+            (kind, upstream): (updated, content)
+            for kind, upstream, updated, content in SyncedRecord.objects.select_for_update()
             .filter(source=self.source, upstream_id__in=[m.upstream_id for m in items])
-            .values_list("kind", "upstream_id", "upstream_updated")
+            .values_list("kind", "upstream_id", "upstream_updated", "content_hash")
         }
-        newest = []
+        newest, doubted = [], []
         for m in items:
             if m.updated is not None and m.updated > self.started + CLOCK_SKEW:
                 # A time to come is upstream's clock or a lie (year 9999): kept, it would
                 # make every later true state of the item look older, and none be written.
                 m.updated = None
-            before = stored.get((m.kind, m.upstream_id))
-            if before is not None and m.updated is not None and m.updated < before:
+            before, content = stored.get((m.kind, m.upstream_id), (None, ""))
+            order = order_of(m.updated, before)
+            if order == OLDER:
                 self.tally.unchanged += 1
                 continue
-            behind = before is None or (m.updated and m.updated > before)
-            if self.missed_before and m.updated and behind and m.updated < self.missed_before:
+            if order == SAME_TIME and hinted and content != content_hash(m):
+                doubted.append(m.upstream_id)
+                continue
+            if self.missed_before and m.updated and order == NEWER and m.updated < self.missed_before:
                 self.tally.missed += 1
             newest.append(m)
-        return newest
+        return newest, doubted
 
     def _advance(self, checkpoint) -> None:
         if self.hook:  # only pending links: a sync may be moving the checkpoint meanwhile
@@ -239,31 +255,38 @@ class Writer:
         """Record which upstream item each written record is; the (kind, key) of
         records whose item now has another key (a moved issue), to delete."""
         rows = [
-            (m.kind, m.upstream_id, m.record["key"], m.updated) for m in items if m.record["key"].upper() in written
+            (m.kind, m.upstream_id, m.record["key"], m.updated, content_hash(m))
+            for m in items
+            if m.record["key"].upper() in written
         ]
-        rows += [("feature", upstream, key, None) for upstream, key in self.features.items() if key in features]
+        rows += [("feature", upstream, key, None, "") for upstream, key in self.features.items() if key in features]
         if self.product_is_ours:
-            rows.append(("product", self.product.key, self.product.key, None))
+            rows.append(("product", self.product.key, self.product.key, None, ""))
         before = {
             (kind, upstream): key
             for kind, upstream, key in SyncedRecord.objects.filter(
-                source=self.source, upstream_id__in=[upstream for _, upstream, _, _ in rows]
+                source=self.source, upstream_id__in=[row[1] for row in rows]
             ).values_list("kind", "upstream_id", "key")
         }
         renamed = [
             (kind, before[kind, upstream])
-            for kind, upstream, key, _ in rows
+            for kind, upstream, key, *_ in rows
             if kind in ITEM_MODELS and (kind, upstream) in before and before[kind, upstream].upper() != key.upper()
         ]
         SyncedRecord.objects.bulk_create(
             [
-                SyncedRecord(source=self.source, kind=kind, upstream_id=upstream, key=key, upstream_updated=updated)
-                for kind, upstream, key, updated in rows
+                SyncedRecord(
+                    source=self.source, kind=kind, upstream_id=upstream, key=key, upstream_updated=at, content_hash=h
+                )
+                for kind, upstream, key, at, h in rows
             ],
             update_conflicts=True,
             unique_fields=["source", "kind", "upstream_id"],
-            update_fields=["key", "upstream_updated"],
+            update_fields=["key", "upstream_updated", "content_hash"],
         )
+        for kind in ITEM_MODELS:  # written again: no longer known as deleted
+            if upstream_ids := [upstream for k, upstream, *_ in rows if k == kind]:
+                Tombstone.objects.filter(source=self.source, kind=kind, upstream_id__in=upstream_ids).delete()
         return renamed
 
     def _own_product(self) -> None:
@@ -300,6 +323,28 @@ class Writer:
             for key in ready:
                 pending.pop(key, None)
             self.source.save(update_fields=["pending_links"])
+
+
+OLDER, SAME_TIME, NEWER = "older", "same time", "newer"
+
+
+def order_of(updated, before) -> str:
+    """How an item's upstream time stands to the stored state's: OLDER, SAME_TIME
+    (at upstream's precision, not newer: which came last is not known), or
+    NEWER (also when either time is unknown, as a state of no time is)."""
+    if updated is None or before is None or updated > before:
+        return NEWER
+    return OLDER if updated < before else SAME_TIME
+
+
+def content_hash(m: Mapped) -> str:
+    """A hash of what an item writes, to tell two states of one upstream time
+    apart. The record's feature key and duplicate link are left out as the
+    writer fills them in; their upstream sources (m.feature, m.duplicate_of) count."""
+    record = {name: value for name, value in m.record.items() if name not in ("feature", "duplicate_of")}
+    feature = None if m.feature is None else [m.feature.upstream_id, m.feature.name, m.feature.description]
+    text = json.dumps([record, feature, m.duplicate_of], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _problem_of(report, key: str) -> str:

@@ -6,9 +6,14 @@
   delivery's whole effect and its status in one transaction;
 - **in order of truth**: an item is never written over a newer state of
   itself (SyncedRecord.upstream_updated); where the payload is partial
-  (Jira's, TestRail's) or its order in doubt (an edit of an issue never
-  seen), the item is read again from upstream, which is the truth whatever
-  order deliveries came in.
+  (Jira's, TestRail's: every item is read again) or its order in doubt (an
+  edit of an issue never seen, another state of the second already
+  written), the item is read again from upstream, which is the truth
+  whatever order deliveries came in;
+- **what is known deleted stays deleted**: an item not held whose record
+  was deleted here (a Tombstone: by a sweep, a webhook or a curator) is
+  read again from upstream before it is written, however late or often a
+  delivery brings it back.
 """
 
 import logging
@@ -23,11 +28,11 @@ from django.utils import timezone
 from backlog.audit import surface
 from backlog.models import Product
 
-from ..base import Connector, ProductInfo, SyncError
+from ..base import Connector, HookEvent, ProductInfo, SyncError
 from ..http import UpstreamError
-from ..models import Delivery, DeliveryStatus, Source, SyncedRecord
+from ..models import Delivery, DeliveryStatus, Source, SyncedRecord, Tombstone
 from ..ownership import ITEM_MODELS
-from ..sweep import delete_records
+from ..sweep import bury, delete_records
 from ..sync import connect
 from ..tally import Tally
 from ..writer import UNREADABLE, Writer, mapped
@@ -37,8 +42,6 @@ logger = logging.getLogger("connectors.hooks")  # the name its warnings have alw
 #: How often a delivery that failed (upstream or database down) is tried, and how long between tries.
 ATTEMPTS = 5
 RETRY_AFTER = timedelta(seconds=30)
-#: Deliveries whose item is gone for good: a later "opened" of the same item is not written.
-GONE_EVENTS = ("issues.deleted", "issues.transferred", "jira:issue_deleted", "case_deleted")
 
 
 class Connectors:
@@ -114,57 +117,76 @@ def _apply(delivery: Delivery, connectors: Connectors) -> tuple[str, str]:
     if not source.enabled:
         return DeliveryStatus.IGNORED, "the source is disabled"
     connector = connectors(source)
-    event = connector.hook_event(delivery.event, delivery.payload)
-    ids = [connector.upstream_id(item) for item in event.items]
-    held = set(
-        SyncedRecord.objects.filter(
-            source=source, kind__in=ITEM_MODELS, upstream_id__in=[*ids, *event.fetch, *event.gone]
-        ).values_list("upstream_id", flat=True)
-    )
-    items, fetch = [], list(event.fetch)
-    for item, upstream in zip(event.items, ids, strict=True):
-        if upstream in held:
-            items.append(item)  # the writer keeps the newer of it and what is stored
-        elif event.new and not _gone_before(source, upstream):
-            items.append(item)
-        else:  # an edit of an item never seen, or one gone before: upstream says what it is now
-            fetch.append(upstream)
-    # A deletion is believed when upstream no longer has the item (or it left the source's
-    # query): a forged, replayed or late one finds it there and writes what it is now. One
-    # of an item not held deletes nothing; it is done, so a late "opened" of it is read
-    # again from upstream instead of written (_gone_before).
-    fetch += [upstream for upstream in event.gone if upstream in held]
-    gone = [upstream for upstream in event.gone if upstream not in held]
-    for upstream, item in connector.fetch(fetch).items() if fetch else ():
-        if item is None:
-            gone.append(upstream)
-        else:
-            items.append(item)
+    asks = _Asks(source, connector, connector.hook_event(delivery.event, delivery.payload))
     tally = Tally()
     info = ProductInfo(product.key, product.name, product.description)
     writer = Writer(source, info, tally, product_is_ours=False, hook=True)
-    if items:
-        writer.write(mapped(connector, items, tally), None)
+    # The payload's items first: those whose order is in doubt come back, to be read with the rest.
+    doubted = writer.write(mapped(connector, asks.hinted, tally), None, hinted=True) if asks.hinted else []
+    read = connector.fetch(asks.fetch + doubted) if asks.fetch or doubted else {}
+    fetched = [item for item in read.values() if item is not None]
+    if fetched:
+        writer.write(mapped(connector, fetched, tally), None)
+    if asks.hinted or fetched:
         writer.link_pending()
+    gone = asks.gone + [upstream for upstream, item in read.items() if item is None]
     if gone:
-        records = SyncedRecord.objects.filter(source=source, kind__in=ITEM_MODELS, upstream_id__in=gone)
-        tally.deleted += delete_records(product.key, list(records.values_list("kind", "key")))
-        records.delete()
-    if not (items or gone):
+        tally.deleted += _delete(source, connector, product.key, gone, asks.held)
+    if not (asks.hinted or fetched or gone):
         return DeliveryStatus.IGNORED, "nothing in it for this source (another event, or a pull request)"
     said = f"created {tally.created}, updated {tally.updated}, deleted {tally.deleted}, unchanged {tally.unchanged}"
+    if absent := [upstream for upstream, item in read.items() if item is None and upstream not in asks.held]:
+        said += f"; not written: {', '.join(absent[:10])} {'is' if len(absent) == 1 else 'are'} no longer upstream"
     if tally.skipped:
         said += f", skipped {tally.skipped}: " + "; ".join(tally.errors)
     return DeliveryStatus.DONE, said
+
+
+def _delete(source: Source, connector: Connector, product_key: str, gone: list[str], held: set[str]) -> int:
+    """Delete the records of the items upstream no longer has; how many there were.
+    Deleting a record moves its row to a tombstone (a trigger, migration 0006); an
+    item never held, or whose record was gone already, is buried here: a late
+    "opened" of any of them is read again from upstream too."""
+    records = SyncedRecord.objects.filter(source=source, kind__in=ITEM_MODELS, upstream_id__in=gone)
+    deleted = delete_records(product_key, list(records.values_list("kind", "key")))
+    left = set(records.values_list("upstream_id", flat=True))
+    records.delete()
+    bury(source, connector.item_kind, [upstream for upstream in gone if upstream not in held or upstream in left])
+    return deleted
+
+
+class _Asks:
+    """What a delivery's event asks of this source: `hinted`, the payload's items to
+    write as they are (the writer keeps the newer of each and what is stored),
+    `fetch`, the ids to read from upstream first, `gone`, those upstream no
+    longer has (nothing to read), and `held`, the ids the source holds."""
+
+    def __init__(self, source: Source, connector: Connector, event: HookEvent):
+        ids = [connector.upstream_id(item) for item in event.items]
+        self.held = set(
+            SyncedRecord.objects.filter(
+                source=source, kind__in=ITEM_MODELS, upstream_id__in=[*ids, *event.fetch, *event.gone]
+            ).values_list("upstream_id", flat=True)
+        )
+        buried = set(
+            Tombstone.objects.filter(
+                source=source, kind__in=ITEM_MODELS, upstream_id__in=[i for i in ids if i not in self.held]
+            ).values_list("upstream_id", flat=True)
+        )
+        self.hinted, self.fetch = [], list(event.fetch)
+        for item, upstream in zip(event.items, ids, strict=True):
+            if upstream in self.held or (event.new and upstream not in buried):
+                self.hinted.append(item)
+            else:  # an edit of an item never seen, or one deleted here: upstream says what it is now
+                self.fetch.append(upstream)
+        # A deletion is believed when upstream no longer has the item (or it left the source's
+        # query): a forged, replayed or late one finds it there and writes what it is now. One
+        # of an item not held deletes nothing, and is buried (sweep.bury).
+        self.fetch += [upstream for upstream in event.gone if upstream in self.held]
+        self.gone = [upstream for upstream in event.gone if upstream not in self.held]
 
 
 def prune() -> int:
     """Delete the deliveries processed (or given up) more than WEBHOOK_KEEP_DAYS ago; how many."""
     before = timezone.now() - timedelta(days=settings.WEBHOOK_KEEP_DAYS)
     return Delivery.objects.exclude(status=DeliveryStatus.PENDING).filter(received_at__lt=before).delete()[0]
-
-
-def _gone_before(source: Source, upstream_id: str) -> bool:
-    return Delivery.objects.filter(
-        source=source, upstream_id=upstream_id, status=DeliveryStatus.DONE, event__in=GONE_EVENTS
-    ).exists()

@@ -51,6 +51,7 @@ class TestRail(Connector):
     token_required = True
     sweep_minutes = 24 * 60  # the sweep reads every item again: daily
     sweep_is_cheap = False
+    item_kind = "test"  # cases
 
     def __init__(self, source, user, token):
         self._project: dict | None = None
