@@ -79,6 +79,19 @@ def _flush_in_thread() -> None:
         connection.close()  # this thread's own
 
 
+def discard() -> None:
+    """Forget the counts not added yet, and the flush due for them (tests/conftest.py: a
+    flush 10 s on would write to whichever test's database is open then)."""
+    global _timer
+    with _lock:
+        if _timer is not None:
+            _timer.cancel()
+        _timer = None
+        _counts.clear()
+        _refused_at.clear()
+        _sources.clear()
+
+
 def flush() -> None:
     """Add the counts kept here to their sources: one UPDATE a source, skipping any whose row
     a processor holds (it reads upstream while it does: a request never waits on it); what
