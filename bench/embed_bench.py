@@ -43,8 +43,9 @@ import onnxruntime as ort
 from django.db import connection
 from django.test.utils import override_settings
 
-from search.indexing.embeddings import clip_text, document_text, get_provider
+from search.indexing.embeddings import document_text, get_provider
 from search.indexing.local_model import LocalEmbeddingProvider
+from search.indexing.provider import clip_text
 from search.indexing.vectors import _store, embed_pending
 from search.models import Document
 

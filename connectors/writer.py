@@ -5,7 +5,7 @@
   The checkpoint never passes what was written, so a sync that dies
   (network, 5xx storm, SIGTERM) resumes from the last page it wrote, and
   upserts by key make reading a page twice harmless (`unchanged`).
-- Records are written by `backlog.services.import_records`, the importer
+- Records are written by `backlog.imports.import_records`, the importer
   of JSON Lines files, so a synced record is validated, upserted and
   indexed exactly like an imported one.
 - It writes only what the source owns (connectors.ownership).

@@ -99,7 +99,7 @@ def http_app(server, host: str):
     and TokenScheme outside its authentication and StreamLimits inside it. A
     call is answered with one JSON body rather than an event stream: a tool
     here sends nothing before its result, and the stream cost 0.5-0.9 ms a
-    call (docs/benchmarks.md)."""
+    call (git show 0a961a8:docs/benchmarks.md)."""
     app = server.streamable_http_app(host=host, stateless_http=True, json_response=True)
     app.add_middleware(DatabaseOutage)
     app.add_middleware(TokenScheme)

@@ -24,7 +24,7 @@ that ANALYZE reads all of them, on the one server and on every shard, so
 both know every frequency exactly: "the same" is exact here (beyond
 30,000 rows a table both read samples; statistics.py says what then).
 
-Vectors are the bench's fast path (bench/search_bench.py): 40 records
+Vectors are the bench's fast path (bench/corpus.py): 40 records
 embedded for real, every other one a random embedded record of its product
 plus noise; made once on the cluster's side and written to both.
 
@@ -119,7 +119,7 @@ def load(vectors: dict[str, list[float]] | None = None) -> dict[str, list[float]
 
 def fast_path(rows, provider, document_text) -> dict[str, list[float]]:
     """EMBEDDED records embedded for real; each other one the vector of a random
-    embedded record of its product plus noise (bench/search_bench.py's fast path)."""
+    embedded record of its product plus noise (bench/corpus.py's fast path)."""
     rng = random.Random(SEED)
     chosen = sorted(rng.sample(range(len(rows)), EMBEDDED))
     real = provider.embed_documents([document_text(rows[i][2], rows[i][3]) for i in chosen])

@@ -16,11 +16,11 @@ import onnxruntime
 import pytest
 from django.test import override_settings
 
-from search.indexing import embeddings, local_model
+from search.indexing import local_model
 from search.indexing.embeddings import document_text, get_provider, reset_provider
 from search.indexing.hosted_model import OpenAIEmbeddingProvider
 from search.indexing.local_model import LocalEmbeddingProvider
-from search.indexing.provider import MAX_DOCUMENT_CHARS, EmbeddingError, EmbeddingProvider
+from search.indexing.provider import MAX_DOCUMENT_CHARS, VARIANT_PACKAGED, EmbeddingError, EmbeddingProvider
 
 from .conftest import JSONHandler, serving
 
@@ -91,7 +91,7 @@ def local(model_cache) -> LocalEmbeddingProvider:
 @pytest.fixture(scope="module")
 def packaged() -> LocalEmbeddingProvider:
     """The packaged model as it is, batching 16 texts per call (its vectors ignore batch-mates)."""
-    return LocalEmbeddingProvider(variant=embeddings.VARIANT_PACKAGED, batch_size=16)
+    return LocalEmbeddingProvider(variant=VARIANT_PACKAGED, batch_size=16)
 
 
 # -- document_text ---------------------------------------------------------------------------------

@@ -16,9 +16,6 @@ from django.conf import settings
 from django.core.signals import setting_changed
 
 from search.indexing.provider import DEFAULT_LOCAL_VARIANT, DEFAULT_THREADS, EmbeddingError, EmbeddingProvider
-from search.indexing.provider import VARIANT_DYNAMIC as VARIANT_DYNAMIC  # bench/ reads these three here
-from search.indexing.provider import VARIANT_PACKAGED as VARIANT_PACKAGED
-from search.indexing.provider import clip_text as clip_text
 from search.query import traces
 
 logger = logging.getLogger(__name__)
