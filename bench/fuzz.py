@@ -8,7 +8,9 @@ service, REST, schemathesis over every operation of /api/schema, and every
 route of the URLconf: any method, parameters twice, lone surrogates) and
 the MCP fuzz test of tests/test_mcp.py (stdio and HTTP), and the hostile
 upstream of tests/test_fuzz_upstream.py (Jira Cloud and GitHub played by
-hypothesis: a fifth of the budget each), with FUZZ_EXAMPLES
+hypothesis: a fifth of the budget each), and the front of
+tests/test_fuzz_front.py (bodies chunked, lying about their length and sent
+at any pace, a fifteenth; JUnit reports nested to any depth, a tenth), with FUZZ_EXAMPLES
 set to --examples: that many examples per test and per MCP transport, a
 fifteenth of it per OpenAPI operation, and on top schemathesis's coverage
 phase, every method on every route as each of the three visitors, and every
@@ -41,6 +43,7 @@ TESTS = [
     "tests/test_fuzz.py",
     "tests/test_mcp.py::test_any_arguments_get_a_result_or_a_tool_error_naming_what_was_wrong",
     "tests/test_fuzz_upstream.py",
+    "tests/test_fuzz_front.py",
 ]
 
 
