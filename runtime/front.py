@@ -274,7 +274,7 @@ class Front:
                 if conn.our_state is h11.SEND_RESPONSE:  # nothing sent yet: the app has its whole time
                     data = await _read(up_reader, began + self.upstream_timeout - time.monotonic())
                 else:
-                    data = await _read(up_reader, self.body_timeout)
+                    data = await _read(up_reader, self.upstream_timeout)  # gunicorn's own timeout ends it first
                 if data is None and conn.our_state is h11.SEND_RESPONSE:
                     raise Refusal(
                         504,
