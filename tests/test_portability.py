@@ -9,9 +9,11 @@ whose own CPU has everything; and they show the system check that names a
 build which cannot run, and a data folder made by the old wheel opening.
 """
 
+import os
 import platform
 import shutil
 import tarfile
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -113,6 +115,45 @@ def test_the_probe_tells_a_cpu_the_build_cannot_run_on():
 
     assert not result.passed
     assert "illegal instruction" in result.detail
+
+
+@x86_64_only
+@needs_qemu
+@embedded_only
+@pytest.mark.slow
+def test_qemu_crashing_under_the_probe_is_run_again_and_an_illegal_instruction_never(monkeypatch):
+    """Debian's qemu-user 7.2 segfaults now and then emulating these CPUs ("qemu: uncaught
+    target signal 11"): the harness's fault, not the build's, so that run is tried again;
+    an illegal instruction (SIGILL, the build's own fault) is the answer at once. A QEMU
+    here crashes on its first run, then is the real one."""
+    real = shutil.which("qemu-x86_64")
+    # Where the probe's system user (PostgreSQL's, when we are root) may read and write.
+    tmp_path = Path(tempfile.mkdtemp(prefix="qemu-wrapper-"))
+    runs = tmp_path / "runs"
+    runs.touch()
+    wrapper = tmp_path / "qemu-x86_64"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'echo run >> "{runs}"\n'
+        f'if [ "$(wc -l < "{runs}")" -eq 1 ]; then\n'
+        '  echo "qemu: uncaught target signal 11 (Segmentation fault) - core dumped" >&2; kill -SEGV $$\n'
+        "fi\n"
+        f'exec "{real}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    tmp_path.chmod(0o777)
+    runs.chmod(0o666)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+    crashed_once = probe.run(embedded.bin_dir(), user=embedded.system_user(), emulate_cpu="Haswell")
+    tried = len(runs.read_text().splitlines())
+    runs.write_text("run\n")  # the next run is the real QEMU at once
+    too_old = probe.run(embedded.bin_dir(), user=embedded.system_user(), emulate_cpu="Nehalem")
+
+    assert (crashed_once, tried) == (probe.ProbeResult(True, ""), 2)
+    assert not too_old.passed and "illegal instruction" in too_old.detail
+    assert len(runs.read_text().splitlines()) == 2  # not tried again
+    shutil.rmtree(tmp_path)
 
 
 @x86_64_only

@@ -49,6 +49,7 @@ STATEMENTS = (
 )
 PASSED = 'probe = "passed"'
 TIMEOUT_SECONDS = 300  # under QEMU, a few seconds natively
+EMULATION_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,26 @@ class ProbeResult:
 
 def run(bin_dir: Path, user: str | None = None, emulate_cpu: str | None = None) -> ProbeResult:
     """Run the probe with the server binaries in `bin_dir`, as `user` (needed
-    when we are root: PostgreSQL refuses to run as root)."""
+    when we are root: PostgreSQL refuses to run as root). Under QEMU, a run that
+    QEMU itself crashed in (a signal other than SIGILL: Debian's qemu-user 7.2
+    segfaults now and then emulating these CPUs) is the harness's fault, not the
+    build's: it is run again, EMULATION_TRIES times in all. An illegal
+    instruction, the build's own fault, is never tried again."""
+    for _ in range(EMULATION_TRIES if emulate_cpu else 1):
+        result, crashed = _run_once(bin_dir, user, emulate_cpu)
+        if not crashed:
+            return result
+    return result
+
+
+def _harness_crashed(returncode: int, output: str) -> bool:
+    """QEMU died of a signal of its own (it says "qemu: uncaught target signal N"), not SIGILL."""
+    died = returncode < 0 or returncode > 128
+    return died and "qemu: uncaught target signal" in output and abs(returncode) % 128 != signal.SIGILL
+
+
+def _run_once(bin_dir: Path, user: str | None, emulate_cpu: str | None) -> tuple[ProbeResult, bool]:
+    """The probe's result, and whether QEMU crashed under it."""
     with tempfile.TemporaryDirectory(prefix="pgvector-probe-") as scratch:
         if user:
             shutil.chown(scratch, user)
@@ -76,7 +96,7 @@ def run(bin_dir: Path, user: str | None = None, emulate_cpu: str | None = None) 
         initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "utf8"]
         done = subprocess.run(initdb, user=user, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
         if done.returncode:
-            return ProbeResult(False, f"initdb failed: {done.stderr.strip()[-300:]}")
+            return ProbeResult(False, f"initdb failed: {done.stderr.strip()[-300:]}"), False
         command = [str(bin_dir / "postgres"), "--single", "-D", str(data), "postgres"]
         if emulate_cpu:
             command = ["qemu-x86_64", "-cpu", emulate_cpu, *command]
@@ -88,7 +108,9 @@ def run(bin_dir: Path, user: str | None = None, emulate_cpu: str | None = None) 
             text=True,
             timeout=TIMEOUT_SECONDS,
         )
-        return ProbeResult.from_run(done.returncode, done.stdout + done.stderr)
+        output = done.stdout + done.stderr
+        crashed = bool(emulate_cpu) and _harness_crashed(done.returncode, output)
+        return ProbeResult.from_run(done.returncode, output), crashed
 
 
 def cpu_flags() -> str:
