@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import errors, runs, views
+from . import errors, runs, views, writes
 
 app_name = "api"
 
@@ -20,6 +20,8 @@ urlpatterns = [
     path("import", views.ImportView.as_view(), name="import"),
     # Before the router: its bugs/<key> would read check-duplicates as a key.
     path("bugs/check-duplicates", views.CheckDuplicatesView.as_view(), name="check-duplicates"),
+    path("bugs/file", writes.FileBugView.as_view(), name="file-bug"),
+    path("writes/<int:write>", writes.WriteView.as_view(), name="write"),
     path("runs", runs.RunsView.as_view(), name="runs"),
     path("runs/<int:run>", runs.RunView.as_view(), name="run"),
     path("runs/<int:run>/decisions", runs.DecisionsView.as_view(), name="run-decisions"),

@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "connectors",
     "accounts",
     "triage",
+    "writeback",
 ]
 
 LOGIN_URL = "ui:login"
@@ -463,6 +464,13 @@ SYNC_SWEEP_MIN_RECORDS = envint("SYNC_SWEEP_MIN_RECORDS", 20)
 CITUS_SHARD_COUNT = envint("CITUS_SHARD_COUNT", 0)
 # Parallel syncs under `sync --watch` (serve): one stuck source never delays the others.
 SYNC_WORKERS = envint("SYNC_WORKERS", 4)
+# Writing back to a source's tracker (writeback/, docs/connectors.md "Writing back"):
+# seconds a REST or MCP call waits for upstream's answer before it answers
+# "pending" (the worker sends it then), sends of one write before it is failed,
+# and seconds between the worker's looks for writes due.
+WRITEBACK_WAIT_SECONDS = envfloat("WRITEBACK_WAIT_SECONDS", 10.0)
+WRITEBACK_ATTEMPTS = envint("WRITEBACK_ATTEMPTS", 8)
+WRITEBACK_POLL_SECONDS = envfloat("WRITEBACK_POLL_SECONDS", 1.0)
 # Shared by every worker and app server (readyz's coverage figure,
 # search/indexing/health.py): a table of the database, made by `migrate`
 # (config/migrations). The rate limit counts in a table of its own.

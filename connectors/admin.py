@@ -58,7 +58,7 @@ class SourceAdmin(access.SeesAllProductsOnly, admin.ModelAdmin):
     inlines = [SyncRunInline]
     formfield_overrides = {models.URLField: {"form_class": forms.URLField, "assume_scheme": "https"}}
     fieldsets = [
-        (None, {"fields": ["name", "kind", "url", "project", "product_key", "query", "enabled"]}),
+        (None, {"fields": ["name", "kind", "url", "project", "product_key", "query", "enabled", "write_back"]}),
         (
             "Credentials (environment variables, never the secrets)",
             {"fields": ["user_env", "token_env", "hook_secret_env"]},

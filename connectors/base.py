@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from .http import Client
+from .http import Client, UpstreamError, _Retryable, server_words
 from .models import Source
 
 #: A sync asks for what changed since its checkpoint less this: trackers keep
@@ -97,6 +97,25 @@ class SyncError(Exception):
     """A sync that could not run or finish; the message says why and what to do."""
 
 
+class WriteRefused(SyncError):
+    """Upstream refused a write for good (a 4xx: invalid, forbidden, issues off):
+    nothing was written there. The message is upstream's own words."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class WriteInDoubt(SyncError):
+    """A write that may or may not have happened (no whole answer in time, the
+    connection lost) or that upstream asked to send later (5xx, 429): ask for
+    its marker before sending it again. `wait`: the seconds upstream asked for."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
+
+
 class Connector:
     kind: str
     token_required: bool = True
@@ -110,6 +129,8 @@ class Connector:
     sweep_is_cheap: bool = True
     #: The kind of record a webhook's items become (TestIO's are of both kinds, but it sends none).
     item_kind: str = "bug"
+    #: Whether `create_issue` and `find_marked` are built for this kind (writeback/).
+    files_issues: bool = False
 
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source
@@ -147,6 +168,35 @@ class Connector:
         (deleted, moved to another project, or outside the source's query)."""
         raise NotImplementedError
 
+    # -- writing back (writeback/): the one place a connector writes upstream ----------------
+
+    def create_issue(self, draft: dict, marker: str) -> dict:
+        """File `draft` (writeback.contract.FileRequest's fields, and `filed_by`) as a new
+        issue carrying `marker` where `find_marked` finds it; the issue as upstream
+        answers it, for `map()`. WriteRefused, or WriteInDoubt: then it may exist."""
+        raise SyncError(f"filing issues in {self.kind} is not built yet (docs/connectors.md, Writing back)")
+
+    def find_marked(self, marker: str) -> dict | None:
+        """The issue an earlier `create_issue` with `marker` made, as upstream holds it now, or None."""
+        raise SyncError(f"filing issues in {self.kind} is not built yet (docs/connectors.md, Writing back)")
+
+    def send_once(self, method: str, path: str, **kwargs):
+        """One request that writes: tried once, never retried here (a lost answer
+        retried blind is a second write), bounded like every request. Its
+        response, WriteRefused (a 4xx, a redirect: upstream's own words) or
+        WriteInDoubt (5xx, 429, a timeout, a lost connection)."""
+        try:
+            response = self.client._once(method, self.client.url(path), **kwargs)
+        except _Retryable as exc:
+            raise WriteInDoubt(str(exc), exc.wait) from None
+        except UpstreamError as exc:
+            if exc.status is None or exc.status in (408, 409):  # no whole answer, or a conflict of the moment
+                raise WriteInDoubt(str(exc)) from None
+            raise WriteRefused(server_words(exc.body) if exc.body else str(exc), exc.status) from None
+        if response.status_code >= 300:  # a redirect is not followed: the credentials stay where configured
+            raise WriteRefused(f"{response.status_code}, a redirect, not followed: check the source's URL")
+        return response
+
     def upstream_id(self, item: dict) -> str:
         """The upstream id map() gives `item`: its `id` (GitHub: its number)."""
         return str(item.get("id"))
@@ -168,6 +218,20 @@ class Connector:
         if isinstance(default, dict) and isinstance(overrides, dict):
             return {**default, **{str(k).lower(): v for k, v in overrides.items()}}
         return default if overrides is None else overrides
+
+
+#: A draft's parts after its description, as every tracker's body heads them (writeback/).
+DRAFT_SECTIONS = (
+    ("steps", "Steps to reproduce"),
+    ("expected_result", "Expected"),
+    ("actual_result", "Actual"),
+    ("environment", "Environment"),
+)
+
+
+def draft_sections(draft: dict) -> list[tuple[str, str]]:
+    """(heading, text) of each part of `draft` that has text, in DRAFT_SECTIONS' order."""
+    return [(heading, draft[name].strip()) for name, heading in DRAFT_SECTIONS if (draft.get(name) or "").strip()]
 
 
 def product_key(name: str) -> str:

@@ -97,6 +97,11 @@ class Source(models.Model):
         default=360, help_text="look for deletions upstream at most this often (a listing of every id)"
     )
     enabled = models.BooleanField(default=True)
+    write_back = models.BooleanField(
+        default=False,
+        help_text="file issues in this tracker from QA Search (writeback/), with the source's token: "
+        "a new power over the team's tracker, so off until an admin turns it on (docs/connectors.md, Writing back)",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     checkpoint = models.DateTimeField(

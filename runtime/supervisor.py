@@ -90,6 +90,8 @@ def helpers(addrport: str, embed: bool, mcp_port: int, env: dict[str, str] | Non
     found.append(Supervisor("connector-sync", syncer, niceness=WORKER_NICENESS, env={**env, "LOG_LEVEL": "ERROR"}))
     # The trackers' webhook deliveries, processed within a second of their arrival.
     found.append(Supervisor("webhook-processor", [sys.executable, manage, "hooks", "--watch"], env=env))
+    # Writes to the teams' trackers (writeback/): each pending one sent, exactly once.
+    found.append(Supervisor("writeback-sender", [sys.executable, manage, "writeback", "--watch"], env=env))
     if mcp_port:
         host = addrport.rsplit(":", 1)[0]
         command = [sys.executable, manage, "mcp", "--transport", "http", "--host", host, "--port", str(mcp_port)]

@@ -24,6 +24,7 @@ LONG_FILES = {"config/settings.py", "backlog/demo.py"}
 FLOORS = (
     ("config",),
     ("api", "mcp_bridge", "ui"),
+    ("writeback",),
     ("connectors", "runtime", "saved", "triage"),
     ("accounts", "search"),
     ("backlog",),

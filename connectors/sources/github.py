@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from .. import base
 from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, SyncError, product_key
 from ..http import Client, UpstreamError, next_link
 from . import common
@@ -48,6 +49,8 @@ REJECTED_LABELS = {"wontfix", "won't fix", "invalid", "not a bug", "cannot repro
 DUPLICATE_OF = re.compile(r"(?i)\bduplicate\s+of\s+#(\d+)\b")
 _COMMENT = r"<!--(?:(?!-->).)*-->"
 TEMPLATE_COMMENTS = re.compile(rf"^[ \t]*{_COMMENT}[ \t]*(?:\n|$)|{_COMMENT}", re.S | re.M)  # whole lines first
+#: The hidden line a filed issue's body carries (map() reads the body without it).
+MARKER = "<!-- qa-search:write:{} -->"
 
 
 class GitHub(Connector):
@@ -216,6 +219,61 @@ class GitHub(Connector):
                     "Webhooks: read and write (fine-grained); nothing was changed"
                 ) from None
             raise
+
+    # -- writing back (writeback/) ----------------------------------------------------------------
+
+    files_issues = True
+
+    def create_issue(self, draft: dict, marker: str) -> dict:
+        """POST the issue: a Markdown body (the description, headed sections, who filed
+        it, the marker's hidden line) and labels that map() reads back as the draft
+        says (severity through the mapping, the source's own labels so its syncs keep it)."""
+        parts = [
+            draft.get("description") or "",
+            *(f"### {head}\n\n{text}" for head, text in base.draft_sections(draft)),
+        ]
+        parts += [f"Filed by {draft['filed_by']} through QA Search", MARKER.format(marker)]
+        labels = [label.strip() for label in self.source.query.split(",") if label.strip()]
+        labels += draft.get("labels") or []
+        if draft.get("severity"):
+            severities = self.mapping("severity", SEVERITY)
+            named = [label for label, value in severities.items() if value == draft["severity"]]
+            labels.append(
+                next((n for n in named if n.startswith("severity:")), named[0] if named else draft["severity"])
+            )
+        body = {"title": draft["title"], "body": "\n\n".join(p.strip() for p in parts if p.strip())}
+        response = self.send_once(
+            "POST", f"repos/{self.repo}/issues", json={**body, "labels": list(dict.fromkeys(labels))}
+        )
+        try:
+            return self._ours(self.client.json(response))
+        except UpstreamError as exc:  # made, perhaps, but its answer unreadable: the marker settles it
+            raise base.WriteInDoubt(str(exc)) from None
+
+    def find_marked(self, marker: str, since: datetime | None = None) -> dict | None:
+        """The issue whose body holds `marker`, made at or after `since`: from the
+        repository's listing, newest first, which GitHub answers from the issues
+        themselves (its search API reads an index that follows a create by seconds
+        or more: a lost answer asked about at once would not be found there)."""
+        line = MARKER.format(marker)
+        params = {"state": "all", "sort": "created", "direction": "desc"}
+        if since is not None:
+            params["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for page in self._pages(f"repos/{self.repo}/issues", params):
+            found = next((i for i in page if isinstance(i, dict) and line in str(i.get("body") or "")), None)
+            if found is not None:
+                return self._ours(found)
+            oldest = common.utc_or_none(_get(page[-1], "created_at")) if page else None
+            if since is None or oldest is None or oldest < since:
+                return None
+        return None
+
+    def _ours(self, issue) -> dict:
+        """An issue GitHub answered for a write, believed only when it is one of this repository's."""
+        where = str(_get(issue, "repository_url") or "")
+        if _number(_get(issue, "number")) is None or not where.lower().endswith(f"/repos/{self.repo}".lower()):
+            raise base.WriteRefused(f"GitHub answered with an issue that is not one of {self.repo}'s ({where[:100]!r})")
+        return issue
 
     def upstream_id(self, issue: dict) -> str:
         return str(issue.get("number"))

@@ -68,6 +68,10 @@ class FakeGitHub(Upstream):
         self.blocked_until: float | None = None  # epoch seconds: secondary limit until then
         self.secondary_after: int | None = None  # requests before a secondary limit starts
         self.secondary_seconds = 0
+        self.login = "qa-search-bot"  # whose token it is: the author of the issues it files
+        self.may_write = True  # False: the token may read issues, not create them (403)
+        self.answer_delay = 0.0  # seconds a create waits, made already, before it answers
+        self.lost_answers = 0  # creates made but whose answer never arrives in time
 
     # -- data ------------------------------------------------------------------------------------------
 
@@ -391,6 +395,8 @@ class FakeGitHub(Upstream):
         if not m.group(2):
             meta = {**repo["meta"], "open_issues_count": sum(i["state"] == "open" for i in repo["issues"].values())}
             return Response(200, meta, self.rate_headers())
+        if not m.group(3) and m.group(2) and request.method == "POST":
+            return self.create(request, repo)
         if not m.group(3):
             return self.listing(request, repo)
         number = int(m.group(3))
@@ -425,6 +431,54 @@ class FakeGitHub(Upstream):
         if not m.group(4):
             return Response(200, repo["issues"][number], self.rate_headers())
         return self.paged(request, repo["comments"][number], default_size=30)
+
+    # -- creating issues (docs: "Create an issue") -------------------------------------------------------
+
+    def disable_issues(self, repo: str | None = None) -> None:
+        """Settings › Features › Issues unticked: creates answer 410."""
+        self.repos[repo or self.main]["meta"]["has_issues"] = False
+
+    def lose_answers(self, times: int = 1, delay: float = 2.0) -> None:
+        """The next `times` creates are made, then answered only after `delay` seconds:
+        past the client's deadline, its answer is lost on the way (the client gives up)."""
+        self.lost_answers, self.answer_delay = times, delay
+        self.httpd.handle_error = lambda request, address: None  # the late answer's broken pipe is expected
+
+    def create(self, request: Request, repo: dict) -> Response:
+        """POST /repos/{owner}/{repo}/issues: 201 with the issue as GET shows it; 401 without
+        a token (GitHub: "Requires authentication"), 403 for a token that may not write, 410
+        when issues are off, 422 with GitHub's validation errors for a missing or long title."""
+        docs = f"{DOCS}/issues/issues#create-an-issue"
+        if request.bearer() is None:
+            return Response(401, {"message": "Requires authentication", "documentation_url": docs, "status": "401"})
+        if not self.may_write:
+            message = "Resource not accessible by personal access token"
+            return Response(403, {"message": message, "documentation_url": docs, "status": "403"})
+        if not repo["meta"]["has_issues"]:
+            return Response(410, {"message": "Issues are disabled for this repo", "documentation_url": docs})
+        body = request.json()
+        title = body.get("title") if isinstance(body, dict) else None
+        if not isinstance(title, str) or not title.strip():
+            error = {"resource": "Issue", "code": "missing_field", "field": "title"}
+            return Response(422, {"message": "Validation Failed", "errors": [error], "documentation_url": docs})
+        if len(title) > 256:
+            error = {
+                "resource": "Issue",
+                "code": "custom",
+                "field": "title",
+                "message": "title is too long (maximum is 256 characters)",
+            }
+            return Response(422, {"message": "Validation Failed", "errors": [error], "documentation_url": docs})
+        labels = [str(label) for label in body.get("labels") or []]
+        made = datetime.now(UTC).replace(microsecond=0)  # GitHub's clock: the real one, not the story's
+        issue = self.add(
+            title, body.get("body"), labels=labels, user=self.login, created=made, repo=repo["meta"]["full_name"]
+        )
+        issue["author_association"] = "MEMBER"
+        if self.lost_answers > 0:
+            self.lost_answers -= 1
+            time.sleep(self.answer_delay)
+        return Response(201, issue, {**self.rate_headers(), "Location": issue["url"]})
 
     def hooks(self, request: Request, full_name: str, hook_id: str | None) -> Response:
         """A repository's webhooks: list, create, update; the secret is never shown back."""

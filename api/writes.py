@@ -1,0 +1,55 @@
+"""Writing back over REST: file a bug in the product's own tracker, read a write.
+
+Thin over writeback.service, as the search views are over search.service:
+the view takes the draft (a JSON object) and the `Idempotency-Key` header,
+and returns the write the service returns: 201 for a new one, 200 for the
+key's earlier one. Its errors are SearchErrors, answered by api/errors.py.
+"""
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from writeback import service
+from writeback.models import Surface
+
+from . import schema
+from .authentication import TokenMayWrite
+
+WRITE = "the write: pending, sent (upstream_key, upstream_url, record_key) or failed (error) (writeback/contract.py)"
+
+
+class FileBugView(APIView):
+    permission_classes = [*APIView.permission_classes, TokenMayWrite]
+
+    @extend_schema(
+        summary="File a bug in the product's tracker",
+        description='{"product": "SEAMONKEY", "title": ..., "description", "steps", "expected_result", '
+        '"actual_result", "environment", "severity", "labels"}: the same draft check_duplicates takes. '
+        "The header Idempotency-Key makes a repeat of the call return the same write (docs/api.md).",
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        request={"application/json": {"type": "object"}},
+        responses={
+            201: OpenApiResponse(description=WRITE),
+            200: OpenApiResponse(description="the Idempotency-Key's earlier write"),
+            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
+            404: OpenApiResponse(schema.ref(schema.Error), description="no product of that key you can see"),
+            409: OpenApiResponse(schema.ref(schema.Error), description="its source does not write back"),
+        },
+        tags=["writing back"],
+    )
+    def post(self, request):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"body": ['must be a JSON object, like {"product": "SEAMONKEY", "title": "..."}']})
+        filed = service.file(request.data, request.user, Surface.REST, request.headers.get("Idempotency-Key"))
+        location = {"Location": f"/api/writes/{filed.write['id']}"}
+        return Response(filed.write, status=201 if filed.created else 200, headers=location)
+
+
+class WriteView(APIView):
+    @extend_schema(
+        summary="A write to a tracker", responses={200: OpenApiResponse(description=WRITE)}, tags=["writing back"]
+    )
+    def get(self, request, write: int):
+        return Response(service.get(write, request.user))

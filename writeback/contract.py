@@ -1,0 +1,105 @@
+"""What a write back takes and answers: declared once, for REST, MCP and (next) the UI.
+
+`FileRequest` is a draft bug with the same field names `check_duplicates`
+takes, so an agent sends the draft it checked. `WriteResponse` is the write
+as every surface shows it, built only by `WriteResponse.of`.
+"""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backlog.text import NulFreeStr
+from search.contract import DraftText, KeyFilter, SearchError
+
+#: GitHub's own bound on a title (a longer one is its 422).
+TITLE_MAX = 256
+Label = Annotated[NulFreeStr, Field(min_length=1, max_length=50)]
+
+
+class FileRequest(BaseModel):
+    """A bug to file in the product's own tracker, after check_duplicates found nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    product: KeyFilter = Field(description="the key of the product to file it in (its source's tracker)")
+    title: Annotated[NulFreeStr, Field(min_length=1, max_length=TITLE_MAX)]
+    description: DraftText | None = None
+    steps: DraftText | None = None
+    expected_result: DraftText | None = None
+    actual_result: DraftText | None = None
+    environment: DraftText | None = None
+    severity: Literal["critical", "high", "medium", "low"] | None = None
+    labels: list[Label] = Field(default_factory=list, max_length=20)
+    idempotency_key: Annotated[str, Field(max_length=255)] | None = Field(
+        None, description="the same key again returns the same write, never a second issue"
+    )
+
+    def draft(self) -> dict:
+        """What the outbox row keeps: the draft without the caller's key."""
+        return self.model_dump(exclude={"idempotency_key", "product"}, exclude_none=True)
+
+
+class WriteResponse(BaseModel):
+    """A write to a tracker: pending (being sent), sent (upstream_key, upstream_url,
+    record_key: searchable here), failed (error: upstream's own words) or dropped."""
+
+    id: int
+    operation: Literal["file", "duplicate", "comment"]
+    status: Literal["pending", "sent", "failed", "dropped"]
+    source: str
+    product: str
+    upstream_key: str | None = None
+    upstream_url: str | None = None
+    record_key: str | None = None
+    error: str | None = None
+    attempts: int
+    created_at: datetime
+    sent_at: datetime | None = None
+
+    @classmethod
+    def of(cls, write) -> "WriteResponse":
+        """The contract of an UpstreamWrite (writeback.models)."""
+        return cls(
+            id=write.pk,
+            operation=write.operation,
+            status=write.status,
+            source=write.source.name,
+            product=write.product.key,
+            upstream_key=write.upstream_key or None,
+            upstream_url=write.upstream_url or None,
+            record_key=write.record_key or None,
+            error=write.error or None,
+            attempts=write.attempts,
+            created_at=write.created_at,
+            sent_at=write.sent_at,
+        )
+
+
+class WriteBackOff(SearchError):
+    """The product's source does not write back: an admin has to turn it on."""
+
+    status = 409
+    code = "write_back_off"
+
+
+class CannotFile(SearchError):
+    """No tracker of the product's can take the write (none feeds it, or its kind files nothing yet)."""
+
+    status = 409
+    code = "not_supported"
+
+
+class KeyReused(SearchError):
+    status = 409
+    code = "idempotency_key_reused"
+
+
+class ReadOnly(SearchError):
+    status = 403
+    code = "forbidden"
+    MESSAGE = (
+        "this token is read-only: filing in a tracker takes a token with the scope 'read and write' "
+        "(make one on the Tokens page, /tokens/)"
+    )

@@ -1,0 +1,80 @@
+"""The outbox: each write to a team's tracker is a row before it is a call.
+
+A row is committed with the local decision that asks for it (writeback.service),
+then sent by writeback.worker, and ends `sent` (with upstream's key and link and
+the record written here from upstream's answer), `failed` (with upstream's own
+words: nothing was made there, nothing here) or `dropped` (by a person). Its
+`marker` rides in the upstream write (for GitHub a hidden line in the issue's
+body), so an answer lost in flight is settled by looking for it, not by
+sending again.
+"""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Operation(models.TextChoices):
+    FILE = "file", "file an issue"
+    DUPLICATE = "duplicate", "mark a duplicate"  # the next slice
+    COMMENT = "comment", "comment on an issue"  # the next slice: a failure's link
+
+
+class Status(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    DROPPED = "dropped"
+
+
+class Surface(models.TextChoices):
+    REST = "rest", "REST"
+    MCP = "mcp", "MCP"
+    UI = "ui", "UI"
+
+
+def new_marker() -> str:
+    return secrets.token_hex(16)
+
+
+class UpstreamWrite(models.Model):
+    source = models.ForeignKey("connectors.Source", on_delete=models.PROTECT, related_name="writes")
+    product = models.ForeignKey("backlog.Product", on_delete=models.PROTECT, related_name="upstream_writes")
+    operation = models.CharField(max_length=16, choices=Operation, default=Operation.FILE)
+    draft = models.JSONField(help_text="the local decision: what to write (for a file: the draft bug)")
+    marker = models.CharField(max_length=64, unique=True, default=new_marker, editable=False)
+    status = models.CharField(max_length=16, choices=Status, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="sends begun (the next one asks for the marker)")
+    next_try_at = models.DateTimeField(default=timezone.now, help_text="a pending write is not sent before this")
+    upstream_key = models.CharField(max_length=200, blank=True, help_text="upstream's name for it: mozilla/x#48")
+    upstream_url = models.URLField(max_length=500, blank=True)
+    record_key = models.CharField(max_length=64, blank=True, help_text="the record written here from the answer")
+    error = models.CharField(max_length=1000, blank=True, help_text="upstream's own words, or why it waits")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="upstream_writes"
+    )
+    surface = models.CharField(max_length=8, choices=Surface)
+    idempotency_key = models.CharField(max_length=255, blank=True, help_text="the caller's: a repeat is this write")
+    request_hash = models.CharField(max_length=64, blank=True, help_text="of the request the key came with")
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["requested_by", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="upstream_write_idempotency",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["next_try_at", "id"], name="upstream_write_due", condition=Q(status="pending")),
+        ]
+
+    def __str__(self):
+        return f"{self.operation} {self.draft.get('title', '')[:60]!r} to {self.source} ({self.status})"

@@ -1,0 +1,166 @@
+"""The sender: pending writes, oldest first, each sent so that it happens once upstream.
+
+- **Claimed, then sent.** A write is claimed with `SELECT ... FOR UPDATE SKIP
+  LOCKED` in a short transaction that counts the attempt and moves its next
+  try past the send's deadline (a lease), and committed before any request
+  goes out: two senders never hold one write, no transaction stays open
+  across a call, and a sender that dies mid-call leaves the write to be
+  taken again when its lease ends, its attempt counted.
+- **Asked before sent again.** Every attempt after the first asks upstream
+  for the write's marker first (`Connector.find_marked`): an answer lost in
+  flight, a 5xx after the issue was made, a sender killed mid-call, all end
+  with the one issue found, never a second one.
+- **Sent once, bounded.** The write itself is one request, never retried
+  blind (`Connector.send_once`); every request is bounded in time by the
+  connector's client. A refusal (4xx) fails the write with upstream's own
+  words; anything else leaves it pending, tried again after the back-off a
+  sync's requests wait (the client's: exponential from half a second, with
+  jitter, Retry-After honoured, at most SYNC_HTTP_MAX_WAIT), up to
+  WRITEBACK_ATTEMPTS sends.
+- **Upstream's answer is the record.** The issue upstream answered is
+  written through the sync's writer (connectors.writer), in the transaction
+  that marks the write sent: searchable at once, and the webhook that
+  follows finds nothing to change.
+"""
+
+import logging
+import random
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from backlog.audit import surface
+from connectors.base import ProductInfo, SyncError, WriteInDoubt, WriteRefused
+from connectors.http import UpstreamError
+from connectors.models import SyncedRecord
+from connectors.sync import connect
+from connectors.tally import Tally, one_line
+from connectors.writer import Writer, mapped
+
+from .models import Status, UpstreamWrite
+
+logger = logging.getLogger(__name__)
+
+#: Upstream's clock and ours may differ: a marked issue is looked for from this long before the write.
+CLOCK_SKEW = timedelta(minutes=10)
+
+
+def send_due(limit: int | None = None) -> int:
+    """Send the writes that are due, oldest first; how many were tried."""
+    tried = 0
+    while limit is None or tried < limit:
+        write = claim()
+        if write is None:
+            break
+        attempt(write, settings.SYNC_HTTP_DEADLINE * 2)
+        tried += 1
+    return tried
+
+
+def send_now(write_id: int, seconds: float) -> None:
+    """Send one write now, within `seconds` (a surface waiting for its answer); nothing
+    when another sender holds it or it is not due."""
+    write = claim(write_id, seconds)
+    if write is not None:
+        attempt(write, seconds)
+
+
+def claim(write_id: int | None = None, seconds: float | None = None) -> UpstreamWrite | None:
+    """The oldest due write (or `write_id`, if due) no other sender holds, its attempt
+    counted and its lease taken, committed before anything is sent."""
+    now = timezone.now()
+    lease = timedelta(seconds=(seconds or settings.SYNC_HTTP_DEADLINE * 2) + 30)
+    with transaction.atomic():
+        due = UpstreamWrite.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+            status=Status.PENDING, next_try_at__lte=now
+        )
+        if write_id is not None:
+            due = due.filter(pk=write_id)
+        write = due.select_related("source", "product").order_by("created_at", "id").first()
+        if write is None:
+            return None
+        write.attempts += 1
+        write.next_try_at, write.updated_at = now + lease, now
+        write.save(update_fields=["attempts", "next_try_at", "updated_at"])
+    return write
+
+
+def attempt(write: UpstreamWrite, seconds: float) -> None:
+    """One attempt at a claimed write, ending sent, failed or pending for a later try."""
+    if not write.source.write_back:
+        return settle(write, status=Status.FAILED, error=f"{write.source} no longer writes back (write_back is off)")
+    try:
+        connector = connect(write.source)
+        connector.client.deadline = time.monotonic() + seconds
+        issue = None
+        if write.attempts > 1:  # an earlier one may have made it: its answer lost, or a 5xx after the write
+            issue = connector.find_marked(write.marker, since=write.created_at - CLOCK_SKEW)
+        if issue is None:
+            issue = connector.create_issue(write.draft, write.marker)
+    except WriteRefused as exc:
+        return settle(write, status=Status.FAILED, error=str(exc))
+    except (WriteInDoubt, UpstreamError, SyncError) as exc:
+        return later(write, str(exc), getattr(exc, "wait", None))
+    except Exception as exc:  # an answer no check foresaw: said in one line, never a traceback
+        logger.exception("write %s to %s failed", write.pk, write.source)
+        return later(write, f"upstream sent what could not be read ({one_line(exc)})", None)
+    written(write, connector, issue)
+
+
+def later(write: UpstreamWrite, words: str, asked: float | None) -> None:
+    """Pending again, after the back-off; failed once WRITEBACK_ATTEMPTS sends were begun."""
+    words = " ".join(words.split())
+    if write.attempts >= settings.WRITEBACK_ATTEMPTS:
+        return settle(write, status=Status.FAILED, error=f"{words} ({write.attempts} tries)")
+    # The client's policy (connectors.http.Client._wait): what upstream asked, else exponential with jitter.
+    wait = asked + random.uniform(0, 0.25) if asked is not None else 0.5 * 2 ** (write.attempts - 1)
+    wait = min(wait + (0 if asked is not None else random.uniform(0, 0.5)), settings.SYNC_HTTP_MAX_WAIT)
+    error = f"try {write.attempts} of {settings.WRITEBACK_ATTEMPTS}: {words}"
+    settle(write, next_try_at=timezone.now() + timedelta(seconds=wait), error=error)
+
+
+def written(write: UpstreamWrite, connector, issue: dict) -> None:
+    """Upstream's answer, written here as a sync writes it, and the write sent: one transaction."""
+    product = write.product
+    tally = Tally()
+    number = connector.upstream_id(issue)
+    upstream_key = str(issue.get("key") or f"{write.source.project}#{number}")
+    context = {"source": write.source.name, "user": write.requested_by_id, "via": write.surface}
+    with transaction.atomic(), surface("writeback", upstream=upstream_key, write=write.pk, **context):
+        if not _still_held(write):
+            return
+        info = ProductInfo(product.key, product.name, product.description)
+        Writer(write.source, info, tally, product_is_ours=False, hook=True).write(
+            mapped(connector, [issue], tally), None
+        )
+        record = SyncedRecord.objects.filter(source=write.source, kind=connector.item_kind, upstream_id=number)
+        settle(
+            write,
+            status=Status.SENT,
+            upstream_key=upstream_key[:200],
+            upstream_url=str(issue.get("html_url") or "")[:500],
+            record_key=record.values_list("key", flat=True).first() or "",
+            error="; ".join(tally.errors),  # a record not written here says why, the write is still sent
+            sent_at=timezone.now(),
+        )
+
+
+def _still_held(write: UpstreamWrite) -> bool:
+    """Whether this attempt is still the write's (not taken over by another sender after its lease)."""
+    return (
+        UpstreamWrite.objects.select_for_update()
+        .filter(pk=write.pk, status=Status.PENDING, attempts=write.attempts)
+        .exists()
+    )
+
+
+def settle(write: UpstreamWrite, **fields) -> None:
+    """Store what the attempt came to, unless another sender's attempt has taken the write since."""
+    fields["error"] = fields.get("error", "")[:1000]
+    fields["updated_at"] = timezone.now()
+    UpstreamWrite.objects.filter(pk=write.pk, status=Status.PENDING, attempts=write.attempts).update(**fields)
+    for name, value in fields.items():
+        setattr(write, name, value)
