@@ -30,6 +30,7 @@ class UserToken(AccessToken):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     user: Any = Field(default=None, exclude=True, repr=False)
+    may_write: bool = Field(default=False, exclude=True)  # a read-and-write token: the tools that write ask
 
 
 class DrfTokenVerifier:
@@ -42,15 +43,22 @@ class DrfTokenVerifier:
             raise
         if user is None:
             return None
-        return UserToken(token=token, client_id=f"user-{user.pk}", subject=str(user.pk), scopes=[], user=user)
+        may_write = getattr(user, "token_may_write", False)
+        return UserToken(
+            token=token, client_id=f"user-{user.pk}", subject=str(user.pk), scopes=[], user=user, may_write=may_write
+        )
 
 
 def user_for_token(key: str):
-    """The active user of the live token `key` (accounts.tokens.check), or None."""
+    """The active user of the live token `key` (accounts.tokens.check), or None; the user
+    knows whether the token may write (`token_may_write`)."""
     close_old_connections()
     try:
         token = tokens.check(key)
-        return token.user if token else None
+        if token is None:
+            return None
+        token.user.token_may_write = tokens.may_write(token)
+        return token.user
     finally:
         close_old_connections()
 

@@ -1,4 +1,4 @@
-"""The MCP server: five read-only tools and a resource template over search.service, and triage_run.
+"""The MCP server: five read-only tools and a resource template over search.service, triage_run and file_bug.
 
 Every tool hands its arguments to `service.call` as the client sent them (with
 its DEFAULTS where they are not given) and returns the dict it gets back, as
@@ -43,6 +43,9 @@ from search.contract import (
 )
 from triage import service as triage
 from triage.contract import TriageRequest, TriageResponse
+from writeback import service as writeback
+from writeback.contract import FileRequest, ReadOnly, WriteResponse
+from writeback.models import Surface
 
 from .auth import DrfTokenVerifier
 from .schema import input_schemas, output_schema
@@ -78,7 +81,7 @@ TOOLS = {
 # Where a tool's default is not the contract's (REST's): an agent reads a record concise.
 DEFAULTS = {"get": {"detail": "concise"}}
 # Tools over another module than search.service: name -> (what it does, request, response, call).
-# triage_run stores the run it triages (docs/triage.md), so it is not read-only.
+# triage_run stores the run it triages (docs/triage.md), file_bug files in a tracker: neither is read-only.
 OTHER_TOOLS = {
     "triage_run": (
         "A failed test run: its JUnit report (junit, product) or a stored run; each failure's known bug, or new.",
@@ -86,7 +89,15 @@ OTHER_TOOLS = {
         TriageResponse,
         lambda arguments, user: triage.call(arguments, user, default_tokens=triage.AGENT_TOKENS),
     ),
+    "file_bug": (
+        "File a bug in its product's tracker after check_duplicates found none; idempotency_key makes retries safe.",
+        FileRequest,
+        WriteResponse,
+        lambda arguments, user: writeback.file(arguments, user, Surface.MCP).write,
+    ),
 }
+#: Tools that change a team's tracker: a read-only token is refused them, as REST refuses it.
+WRITES = {"file_bug"}
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 INTERNAL_ERROR = (
     "the search service failed on the server (the error is logged there); nothing in the request caused it. "
@@ -150,7 +161,10 @@ def _tool(name: str, description: str, parameters: dict, response, user, annotat
         for parameter, value in DEFAULTS.get(name, {}).items():
             if arguments.get(parameter) is None:
                 arguments[parameter] = value
-        body, failed = answer(name, arguments, lambda: _acting_user(ctx, user))
+        if name in WRITES and not _may_write(ctx):
+            body, failed = ReadOnly(ReadOnly.MESSAGE).body(), True
+        else:
+            body, failed = answer(name, arguments, lambda: _acting_user(ctx, user))
         # An error's text is its message (what was wrong and what to send); a result's is its JSON.
         text = body["error"]["message"] if failed else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=failed)
@@ -207,6 +221,13 @@ def _acting_user(ctx: Context, default):
     if user is None:
         raise AccountGone("This account is no longer active; ask an admin, or start the server with another --user.")
     return user
+
+
+def _may_write(ctx: Context) -> bool:
+    """Over HTTP, whether the bearer token may write; over stdio (`mcp --user`), yes, as a session may."""
+    request = ctx.request_context.request
+    access = getattr(request.scope.get("user"), "access_token", None) if request is not None else None
+    return access is None or access.may_write
 
 
 class AccountGone(SearchError):

@@ -23,7 +23,7 @@ class FileRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    product: KeyFilter = Field(description="the key of the product to file it in (its source's tracker)")
+    product: KeyFilter  # the key of the product whose tracker takes it
     title: Annotated[NulFreeStr, Field(min_length=1, max_length=TITLE_MAX)]
     description: DraftText | None = None
     steps: DraftText | None = None
@@ -32,9 +32,7 @@ class FileRequest(BaseModel):
     environment: DraftText | None = None
     severity: Literal["critical", "high", "medium", "low"] | None = None
     labels: list[Label] = Field(default_factory=list, max_length=20)
-    idempotency_key: Annotated[str, Field(max_length=255)] | None = Field(
-        None, description="the same key again returns the same write, never a second issue"
-    )
+    idempotency_key: Annotated[str, Field(max_length=255)] | None = None  # again: the same write, no second issue
 
     def draft(self) -> dict:
         """What the outbox row keeps: the draft without the caller's key."""
