@@ -14,7 +14,8 @@ and not only its row.
 
 The worker runs at a lower CPU priority (WORKER_NICENESS): it
 embeds on every core (EMBEDDING_THREADS), and a request should not wait
-for a backlog.
+for a backlog. `rounds` is the loop of the commands it supervises that
+wait for work (`hooks --watch`, `writeback --watch`).
 """
 
 import collections
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
@@ -157,3 +159,27 @@ class Supervisor:
             )
         except DatabaseError:
             logger.warning("could not record the %s worker's state", self.name, exc_info=True)
+
+
+# -- a long-lived command's loop: `hooks --watch`, `writeback --watch` ----------------------------
+#: After a database failure, the next round comes this much later (the database restarting).
+PAUSE_SECONDS = 5.0
+
+
+def rounds(work: Callable[[], int], idle_seconds: float, paused: str, stderr) -> None:
+    """Run `work` until SIGTERM or Ctrl-C: the next round at once while it did something
+    (its count), after `idle_seconds` when it did nothing, after PAUSE_SECONDS when the
+    database failed (a line on stderr starting with `paused`, which serve logs)."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    try:
+        while True:
+            try:
+                wait = 0.0 if work() else idle_seconds
+            except DatabaseError as exc:  # the database restarting: look again in a moment
+                stderr.write(f"{paused}, the database failed: {exc.__class__.__name__}")
+                close_old_connections()
+                wait = PAUSE_SECONDS
+            if wait:
+                time.sleep(wait)
+    except KeyboardInterrupt:
+        pass

@@ -4,14 +4,10 @@ manage.py writeback            send what is due, then stop
 manage.py writeback --watch    keep sending until SIGTERM (serve runs it)
 """
 
-import signal
-import sys
-import time
-
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError, close_old_connections
 
+from search.indexing.worker import rounds as watch_rounds
 from writeback import worker
 
 
@@ -25,15 +21,6 @@ class Command(BaseCommand):
         if not watch:
             self.stdout.write(f"{worker.send_due()} writes tried")
             return
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-        try:
-            while True:
-                try:
-                    if not worker.send_due(limit=100):
-                        time.sleep(settings.WRITEBACK_POLL_SECONDS)
-                except DatabaseError as exc:  # the database restarting: look again in a moment
-                    self.stderr.write(f"writing back paused, the database failed: {exc.__class__.__name__}")
-                    close_old_connections()
-                    time.sleep(5)
-        except KeyboardInterrupt:
-            pass
+        watch_rounds(
+            lambda: worker.send_due(limit=100), settings.WRITEBACK_POLL_SECONDS, "writing back paused", self.stderr
+        )
