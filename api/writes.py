@@ -49,7 +49,12 @@ class FileBugView(APIView):
 
 class WriteView(APIView):
     @extend_schema(
-        summary="A write to a tracker", responses={200: OpenApiResponse(description=WRITE)}, tags=["writing back"]
+        summary="A write to a tracker",
+        responses={
+            200: OpenApiResponse(description=WRITE),
+            404: OpenApiResponse(schema.ref(schema.Error), description="no write of that id you can see"),
+        },
+        tags=["writing back"],
     )
     def get(self, request, write: int):
         return Response(service.get(write, request.user))
