@@ -106,7 +106,10 @@ def primary_and_standby(database: str, source: str):
         run_as_server_user("initdb", "-D", str(primary), "--auth=trust", "-U", "postgres", "--no-sync")
         running.append((primary, start(primary, PRIMARY_PORT)))
         # Schema and rows of the test database, with the extensions it uses.
-        dump = run_as_server_user("pg_dump", "-h", source, "-U", "postgres", "--no-owner", database).stdout
+        # Without owners and grants: the roles of the shared server (qa_app: runtime/postgres/roles.py) are not here.
+        dump = run_as_server_user(
+            "pg_dump", "-h", source, "-U", "postgres", "--no-owner", "--no-privileges", database
+        ).stdout
         psql = ["psql", "-qX", "-v", "ON_ERROR_STOP=1", "-h", str(folder), "-p", str(PRIMARY_PORT), "-U", "postgres"]
         run_as_server_user(*psql, "-c", f'CREATE DATABASE "{database}"')
         run_as_server_user(*psql, "-d", database, input=dump)
