@@ -7,6 +7,11 @@ panel the server renders: the draft's likely duplicates, from the same
 it). Without the script, "Check for duplicates" does the same with a page
 load.
 
+"File bug" files in the product's own tracker where its source writes back
+(ui/filing.py, over writeback.service: the write pending, sent or failed, at
+`?write=<id>`), and here only, as a local BUG-<n>, where none does: the page
+says which beside the button.
+
 Each candidate has a button "Duplicate of BUG-x": it files the report as a
 closed duplicate linked to that bug (status `duplicate`, `duplicate_of`
 BUG-x) and opens BUG-x, so the reporter's words and environment are kept on
@@ -18,12 +23,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.db import IntegrityError, connection, transaction
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from accounts.decorators import staff_required
 from backlog import access
 from backlog.models import Bug, BugStatus, Feature, Product, Severity, key_holder
 from search import service
 from search.contract import SearchError
+
+from . import filing
 
 DRAFT_FIELDS = ("description", "steps", "actual_result", "expected_result", "environment")
 RAW_FIELDS = ("steps", "actual_result", "expected_result", "environment")  # kept in raw_data, as a tracker sends them
@@ -40,6 +48,8 @@ class ReportForm(forms.Form):
     actual_result = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     expected_result = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
     environment = forms.CharField(required=False, help_text="Device, OS, build.")
+    # Made when the form is rendered and sent with it: a double click, or the form sent again, is one write.
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -62,6 +72,8 @@ class ReportForm(forms.Form):
             else [(names[key], listed) for key, listed in self.features_by_product.items()]
         )
         self.fields["feature"].choices = [("", "---------"), *offered]
+        self.destinations = filing.destinations(products)
+        self.destination = self.destinations.get(chosen) if chosen in names else None
 
     def clean(self):
         data = super().clean()
@@ -88,9 +100,11 @@ class ReportForm(forms.Form):
 @staff_required
 @permission_required("backlog.add_bug", raise_exception=True)
 def report_bug(request):
+    if "write" in request.GET:
+        return _write_page(request, request.GET["write"])
     # A link may prefill the form (a triaged failure's "Report as new bug": ui/triage.py).
     prefill = {name: request.GET[name] for name in ("product", "title", "description") if request.GET.get(name)}
-    form = ReportForm(request.POST or None, user=request.user, initial=prefill)
+    form = ReportForm(request.POST or None, user=request.user, initial={**prefill, "idempotency_key": filing.new_key()})
     checked = error = draft = None
     if request.method == "POST":
         draft = form.draft()
@@ -104,24 +118,45 @@ def report_bug(request):
         action = "duplicate" if request.POST.get("duplicate_of") else request.POST.get("action", "")
         if action in ("file", "duplicate") and form.is_valid():
             original = request.POST.get("duplicate_of") if action == "duplicate" else None
-            found = _visible_bug(original, request.user) if original else None
-            product = form.cleaned_data["product"]
-            if original and not found:
-                form.add_error(None, f"{original} is not a bug you can see; choose another or file it as new.")
-            elif found and found.product_id != product.id:
-                form.add_error(
-                    "product",
-                    f"{original} is a bug of {found.product.key}: choose that product to file a duplicate of it.",
-                )
-            else:
-                bug = _file(form.cleaned_data, request.user, found)
-                if original:
-                    messages.success(request, f"Filed {bug.key} as a duplicate of {original}.")
-                    return redirect("ui:record", original)
-                messages.success(request, f"Filed {bug.key}.")
-                return redirect("ui:record", bug.key)
+            filed = _filed(request, form, original)
+            if filed is not None:
+                return filed
     context = {"form": form, "checked": checked, "error": error, "draft": draft}
     return render(request, "ui/report.html", context, status=400 if form.errors else 200)
+
+
+def _filed(request, form, original: str | None):
+    """Where a valid form's "File bug" or "Duplicate of" lands; None when refused (said on the form)."""
+    found = _visible_bug(original, request.user) if original else None
+    product = form.cleaned_data["product"]
+    if original and not found:
+        form.add_error(None, f"{original} is not a bug you can see; choose another or file it as new.")
+    elif found and found.product_id != product.id:
+        form.add_error(
+            "product", f"{original} is a bug of {found.product.key}: choose that product to file a duplicate of it."
+        )
+    elif found:  # marking a duplicate upstream is the next slice of writing back: here only, for now
+        bug = _file(form.cleaned_data, request.user, found)
+        messages.success(request, f"Filed {bug.key} as a duplicate of {original}.")
+        return redirect("ui:record", original)
+    elif (write := filing.file_upstream(form, request.user)) is not None:
+        return redirect(f"{reverse('ui:report_bug')}?write={write['id']}")
+    elif not form.errors:
+        bug = _file(form.cleaned_data, request.user, None)
+        messages.success(request, f"Filed {bug.key}.")
+        return redirect("ui:record", bug.key)
+    return None
+
+
+def _write_page(request, write_id: str):
+    """A write from this page: pending (looked at again), sent, or failed with its draft back in the form."""
+    try:
+        write = filing.look_up(write_id, request.user)
+    except SearchError as exc:
+        return render(request, "ui/report.html", {"missing": str(exc)}, status=exc.status)
+    form = ReportForm(user=request.user, initial=write["draft"]) if "draft" in write else None
+    context = {"form": form, "write": write, "refresh": filing.REFRESH_SECONDS}
+    return render(request, "ui/report.html", context)
 
 
 def _visible_bug(key: str, user) -> Bug | None:

@@ -111,10 +111,26 @@
     offer();
   }
 
+  // The sentence beside "File bug" says where the chosen product's bug is filed
+  // (its tracker, or here only and why), as the server says it on a page load.
+  function destinationFollowsProduct(form) {
+    const data = document.getElementById("report-destinations");
+    const note = document.getElementById("filed-where");
+    const product = form.elements.product;
+    if (!data || !note || !product) return;
+    const destinations = JSON.parse(data.textContent);
+    const general = note.dataset.general;
+    product.addEventListener("change", function () {
+      const chosen = destinations[product.value];
+      note.textContent = chosen ? chosen.note : general;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     const form = document.querySelector("[data-duplicate-check]");
     if (!form) return;
     featuresFollowProduct(form);
+    destinationFollowsProduct(form);
     checker(form);
   });
 })();
