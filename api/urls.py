@@ -21,6 +21,7 @@ urlpatterns = [
     # Before the router: its bugs/<key> would read check-duplicates as a key.
     path("bugs/check-duplicates", views.CheckDuplicatesView.as_view(), name="check-duplicates"),
     path("bugs/file", writes.FileBugView.as_view(), name="file-bug"),
+    path("bugs/<str:key>/duplicate-of", writes.DuplicateOfView.as_view(), name="duplicate-of"),
     path("writes/<int:write>", writes.WriteView.as_view(), name="write"),
     path("runs", runs.RunsView.as_view(), name="runs"),
     path("runs/<int:run>", runs.RunView.as_view(), name="run"),

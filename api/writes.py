@@ -1,4 +1,4 @@
-"""Writing back over REST: file a bug in the product's own tracker, read a write.
+"""Writing back over REST: file a bug in the product's own tracker, mark a duplicate there, read a write.
 
 Thin over writeback.service, as the search views are over search.service:
 the view takes the draft (a JSON object) and the `Idempotency-Key` header,
@@ -45,6 +45,38 @@ class FileBugView(APIView):
         filed = service.file(request.data, request.user, Surface.REST, request.headers.get("Idempotency-Key"))
         location = {"Location": f"/api/writes/{filed.write['id']}"}
         return Response(filed.write, status=201 if filed.created else 200, headers=location)
+
+
+class DuplicateOfView(APIView):
+    permission_classes = [*APIView.permission_classes, TokenMayWrite]
+
+    @extend_schema(
+        summary="Mark a bug a duplicate in its tracker",
+        description='{"of": "SEAMONKEY-12"}: the bug this one repeats, synced from the same source. Upstream '
+        "closes it as a duplicate; duplicate_of here comes back from upstream's answer. The header "
+        "Idempotency-Key makes a repeat of the call return the same write (docs/api.md).",
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        request={"application/json": {"type": "object", "properties": {"of": {"type": "string"}}}},
+        responses={
+            201: OpenApiResponse(description=WRITE),
+            200: OpenApiResponse(description="the Idempotency-Key's earlier write"),
+            400: OpenApiResponse(schema.ref(schema.Error), description="no 'of', or a bug named its own duplicate"),
+            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
+            404: OpenApiResponse(schema.ref(schema.Error), description="no bug of that key you can see"),
+            409: OpenApiResponse(
+                schema.ref(schema.Error),
+                description="not both synced from one source, its source does not write back, or already marked",
+            ),
+        },
+        tags=["writing back"],
+    )
+    def post(self, request, key: str):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"body": ['must be a JSON object, like {"of": "SEAMONKEY-12"}']})
+        params = {**request.data, "key": key}
+        marked = service.duplicate(params, request.user, Surface.REST, request.headers.get("Idempotency-Key"))
+        location = {"Location": f"/api/writes/{marked.write['id']}"}
+        return Response(marked.write, status=201 if marked.created else 200, headers=location)
 
 
 class WriteView(APIView):

@@ -131,6 +131,8 @@ class Connector:
     item_kind: str = "bug"
     #: Whether `create_issue` and `find_marked` are built for this kind (writeback/).
     files_issues: bool = False
+    #: Whether `mark_duplicate` and `find_marked_comment` are (writeback/).
+    marks_duplicates: bool = False
 
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source
@@ -179,6 +181,16 @@ class Connector:
     def find_marked(self, marker: str) -> dict | None:
         """The issue an earlier `create_issue` with `marker` made, as upstream holds it now, or None."""
         raise SyncError(f"filing issues in {self.kind} is not built yet (docs/connectors.md, Writing back)")
+
+    def mark_duplicate(self, number: str, original: str, marker: str, filed_by: str, commented: bool) -> dict:
+        """Mark issue `number` a duplicate of `original` upstream, saying who asked and carrying
+        `marker` where `find_marked_comment` finds it (`commented`: an earlier attempt's was
+        found, send it not again); the issue as upstream holds it after, for `map()`."""
+        raise SyncError(f"marking duplicates in {self.kind} is not built yet (docs/connectors.md, Writing back)")
+
+    def find_marked_comment(self, number: str, marker: str) -> dict | None:
+        """The comment on issue `number` an earlier `mark_duplicate` with `marker` made, or None."""
+        raise SyncError(f"marking duplicates in {self.kind} is not built yet (docs/connectors.md, Writing back)")
 
     def send_once(self, method: str, path: str, **kwargs):
         """One request that writes: tried once, never retried here (a lost answer

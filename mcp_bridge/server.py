@@ -1,4 +1,5 @@
-"""The MCP server: five read-only tools and a resource template over search.service, triage_run and file_bug.
+"""The MCP server: five read-only tools and a resource template over search.service, triage_run, file_bug and
+mark_duplicate.
 
 Every tool hands its arguments to `service.call` as the client sent them (with
 its DEFAULTS where they are not given) and returns the dict it gets back, as
@@ -44,7 +45,7 @@ from search.contract import (
 from triage import service as triage
 from triage.contract import TriageRequest, TriageResponse
 from writeback import service as writeback
-from writeback.contract import FileRequest, ReadOnly, WriteResponse
+from writeback.contract import DuplicateRequest, FileRequest, ReadOnly, WriteResponse
 from writeback.models import Surface
 
 from .auth import DrfTokenVerifier
@@ -81,7 +82,8 @@ TOOLS = {
 # Where a tool's default is not the contract's (REST's): an agent reads a record concise.
 DEFAULTS = {"get": {"detail": "concise"}}
 # Tools over another module than search.service: name -> (what it does, request, response, call).
-# triage_run stores the run it triages (docs/triage.md), file_bug files in a tracker: neither is read-only.
+# triage_run stores the run it triages (docs/triage.md), file_bug and mark_duplicate write to a tracker:
+# none is read-only.
 OTHER_TOOLS = {
     "triage_run": (
         "A failed test run: its JUnit report (junit, product) or a stored run; each failure's known bug, or new.",
@@ -95,9 +97,15 @@ OTHER_TOOLS = {
         WriteResponse,
         lambda arguments, user: writeback.file(arguments, user, Surface.MCP).write,
     ),
+    "mark_duplicate": (
+        "Mark bug key a duplicate of bug of in their tracker, exactly once; idempotency_key as file_bug.",
+        DuplicateRequest,
+        WriteResponse,
+        lambda arguments, user: writeback.duplicate(arguments, user, Surface.MCP).write,
+    ),
 }
 #: Tools that change a team's tracker: a read-only token is refused them, as REST refuses it.
-WRITES = {"file_bug"}
+WRITES = {"file_bug", "mark_duplicate"}
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 INTERNAL_ERROR = (
     "the search service failed on the server (the error is logged there); nothing in the request caused it. "

@@ -1,7 +1,8 @@
 """What a write back takes and answers: declared once, for REST, MCP and (next) the UI.
 
 `FileRequest` is a draft bug with the same field names `check_duplicates`
-takes, so an agent sends the draft it checked. `WriteResponse` is the write
+takes, so an agent sends the draft it checked; `DuplicateRequest` names a
+duplicate and its original by their keys. `WriteResponse` is the write
 as every surface shows it, built only by `WriteResponse.of`.
 """
 
@@ -37,6 +38,16 @@ class FileRequest(BaseModel):
     def draft(self) -> dict:
         """What the outbox row keeps: the draft without the caller's key."""
         return self.model_dump(exclude={"idempotency_key", "product"}, exclude_none=True)
+
+
+class DuplicateRequest(BaseModel):
+    """Mark bug `key` a duplicate of `of` in the tracker both come from (GitHub: closed as a duplicate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: KeyFilter  # the duplicate, like SEAMONKEY-14
+    of: KeyFilter  # the original it repeats, like SEAMONKEY-12
+    idempotency_key: Annotated[str, Field(max_length=255)] | None = None  # again: the same write, no second comment
 
 
 class WriteResponse(BaseModel):
@@ -89,6 +100,13 @@ class CannotFile(SearchError):
     code = "not_supported"
 
 
+class CannotMark(SearchError):
+    """The two records cannot be marked upstream: not both synced, from different sources, or the same."""
+
+    status = 409
+    code = "not_supported"
+
+
 class KeyReused(SearchError):
     status = 409
     code = "idempotency_key_reused"
@@ -98,6 +116,6 @@ class ReadOnly(SearchError):
     status = 403
     code = "forbidden"
     MESSAGE = (
-        "this token is read-only: filing in a tracker takes a token with the scope 'read and write' "
+        "this token is read-only: writing to a tracker takes a token with the scope 'read and write' "
         "(make one on the Tokens page, /tokens/)"
     )

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 class Operation(models.TextChoices):
     FILE = "file", "file an issue"
-    DUPLICATE = "duplicate", "mark a duplicate"  # the next slice
+    DUPLICATE = "duplicate", "mark a duplicate"
     COMMENT = "comment", "comment on an issue"  # the next slice: a failure's link
 
 
@@ -77,4 +77,5 @@ class UpstreamWrite(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.operation} {self.draft.get('title', '')[:60]!r} to {self.source} ({self.status})"
+        what = self.draft.get("title") or f"{self.draft.get('key')} as a duplicate of {self.draft.get('of')}"
+        return f"{self.operation} {what[:60]!r} to {self.source} ({self.status})"

@@ -1,5 +1,10 @@
 """Write-back operations: one place, every surface (REST, MCP, next the UI) a thin door over it.
 
+`mark_duplicate(key, of_key, user, surface, idempotency_key)`: bug `key`
+marked a duplicate of `of_key` in the tracker both were synced from; only
+the outbox row is committed here: the local `duplicate_of` comes back
+from upstream's answer through the sync's writer, as a sync brings it.
+
 `file(params, user, surface, idempotency_key)`: a draft bug filed in the
 tracker that feeds its product. The decision and its outbox row
 (writeback.models) commit together; then, within WRITEBACK_WAIT_SECONDS,
@@ -23,14 +28,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from backlog import access
-from backlog.models import Product
-from connectors.models import Source
+from backlog.models import Bug, Product
+from connectors.models import Source, SyncedRecord
 from connectors.sources import connector_class
 from search.contract import NotFound, SearchError
 from search.service import parse
 
 from . import worker
-from .contract import CannotFile, FileRequest, KeyReused, WriteBackOff, WriteResponse
+from .contract import CannotFile, CannotMark, DuplicateRequest, FileRequest, KeyReused, WriteBackOff, WriteResponse
 from .models import Operation, UpstreamWrite
 
 WRITING_BACK = "docs/connectors.md, Writing back"
@@ -50,26 +55,94 @@ def file(params: Mapping[str, Any], user, surface: str, idempotency_key: str | N
     product = _product(request.product, user)
     source = _writable_source(product)
     digest = hashlib.sha256(json.dumps(request.model_dump(exclude={"idempotency_key"}), sort_keys=True).encode())
-    if key and (earlier := _earlier(user, key, digest.hexdigest())):
-        return Filed(_answer(earlier), False)
     draft = {**request.draft(), "filed_by": user.get_full_name() or user.get_username()}
+    return _outbox(Operation.FILE, source, product, draft, user, surface, key, digest.hexdigest())
+
+
+def mark_duplicate(key: str, of_key: str, user, surface: str, idempotency_key: str | None = None) -> Filed:
+    """Mark bug `key` a duplicate of `of_key` upstream; the write, and whether this call made it.
+    Nothing local changes here: `duplicate_of` comes back with upstream's answer (writeback.worker)."""
+    if user is None or not user.is_authenticated:
+        raise SearchError("writing to a tracker is done as a person: sign in, or start the MCP server with --user.")
+    request = parse(DuplicateRequest, {"key": key, "of": of_key, "idempotency_key": idempotency_key})
+    duplicate, original = _bug(request.key, user), _bug(request.of, user)
+    if duplicate.pk == original.pk:
+        raise SearchError(f"{duplicate.key} cannot be a duplicate of itself: name the bug it repeats in 'of'.")
+    (copy, source), (first, other) = _synced(duplicate), _synced(original)
+    if other.pk != source.pk:
+        raise CannotMark(
+            f"{duplicate.key} comes from {source} and {original.key} from {other}: a tracker links only its own "
+            "issues, so mark a duplicate of a bug from the same source."
+        )
+    if not connector_class(source.kind).marks_duplicates:
+        raise CannotMark(f"marking duplicates in {source.get_kind_display()} is not built yet ({WRITING_BACK}).")
+    if not source.write_back:
+        raise WriteBackOff(
+            f"{source} does not write back: an admin turns on 'Write back' on it (admin › Connectors › Sources › "
+            f"{source}), and its token needs the right to edit issues ({WRITING_BACK})."
+        )
+    digest = hashlib.sha256(json.dumps(["duplicate", duplicate.key, original.key]).encode()).hexdigest()
+    ikey = (request.idempotency_key or "").strip()
+    if ikey and (earlier := _earlier(user, ikey, digest)):
+        return Filed(_answer(earlier), False)
+    if duplicate.duplicate_of_id == original.pk:
+        raise CannotMark(f"{duplicate.key} is already a duplicate of {original.key}, as {source} has it.")
+    draft = {
+        "key": duplicate.key,
+        "of": original.key,
+        "number": copy.upstream_id,
+        "original": first.upstream_id,
+        "filed_by": user.get_full_name() or user.get_username(),
+    }
+    return _outbox(Operation.DUPLICATE, source, duplicate.product, draft, user, surface, ikey, digest)
+
+
+def duplicate(params: Mapping[str, Any], user, surface: str, idempotency_key: str | None = None) -> Filed:
+    """`mark_duplicate` from a request's fields (DuplicateRequest: key, of, idempotency_key)."""
+    request = parse(DuplicateRequest, params)
+    return mark_duplicate(request.key, request.of, user, surface, idempotency_key or request.idempotency_key)
+
+
+def _outbox(operation, source, product, draft: dict, user, surface: str, key: str, digest: str) -> Filed:
+    """The write's row, committed alone (or the idempotency key's earlier one), then sent within the wait."""
+    if key and (earlier := _earlier(user, key, digest)):
+        return Filed(_answer(earlier), False)
     try:
         with transaction.atomic():
             write = UpstreamWrite.objects.create(
                 source=source,
                 product=product,
-                operation=Operation.FILE,
+                operation=operation,
                 draft=draft,
                 requested_by=user,
                 surface=surface,
                 idempotency_key=key,
-                request_hash=digest.hexdigest() if key else "",
+                request_hash=digest if key else "",
             )
     except IntegrityError:  # the same key, sent twice at once: the other call's write
-        return Filed(_answer(_earlier(user, key, digest.hexdigest())), False)
+        return Filed(_answer(_earlier(user, key, digest)), False)
     if settings.WRITEBACK_WAIT_SECONDS > 0:
         worker.send_now(write.pk, settings.WRITEBACK_WAIT_SECONDS)
     return Filed(_answer(UpstreamWrite.objects.select_related("source", "product").get(pk=write.pk)), True)
+
+
+def _bug(key: str, user) -> Bug:
+    bug = access.visible(Bug.objects.select_related("product"), user).filter(key__iexact=key).first()
+    if bug is None:
+        raise NotFound(f"no bug {key!r} you can see; name bugs of your team's products by their keys (SEAMONKEY-12).")
+    return bug
+
+
+def _synced(bug: Bug) -> tuple[SyncedRecord, Source]:
+    """The upstream item `bug` was synced from, and its source; or why there is none to mark."""
+    synced = SyncedRecord.objects.select_related("source").filter(kind="bug", key=bug.key, source__enabled=True)
+    synced = synced.order_by("pk").first()
+    if synced is None:
+        raise CannotMark(
+            f"{bug.key} was not synced from a tracker (it was made here), so there is nothing upstream to mark; "
+            "mark it a duplicate here, on its page."
+        )
+    return synced, synced.source
 
 
 def get(write_id: int, user) -> dict:

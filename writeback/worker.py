@@ -17,6 +17,10 @@
   sync's requests wait (the client's: exponential from half a second, with
   jitter, Retry-After honoured, at most SYNC_HTTP_MAX_WAIT), up to
   WRITEBACK_ATTEMPTS sends.
+- **A duplicate is a comment, then a close.** `Connector.mark_duplicate`
+  (GitHub: the comment "Duplicate of #N" with the marker's hidden line,
+  then closed with state_reason duplicate, then the issue read again);
+  a retry asks for the marked comment first, and closing twice is harmless.
 - **Upstream's answer is the record.** The issue upstream answered is
   written through the sync's writer (connectors.writer), in the transaction
   that marks the write sent: searchable at once, and the webhook that
@@ -40,7 +44,7 @@ from connectors.sync import connect
 from connectors.tally import Tally, one_line
 from connectors.writer import Writer, mapped
 
-from .models import Status, UpstreamWrite
+from .models import Operation, Status, UpstreamWrite
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +99,7 @@ def attempt(write: UpstreamWrite, seconds: float) -> None:
     try:
         connector = connect(write.source)
         connector.client.deadline = time.monotonic() + seconds
-        issue = None
-        if write.attempts > 1:  # an earlier one may have made it: its answer lost, or a 5xx after the write
-            issue = connector.find_marked(write.marker, since=write.created_at - CLOCK_SKEW)
-        if issue is None:
-            issue = connector.create_issue(write.draft, write.marker)
+        issue = send(write, connector)
     except WriteRefused as exc:
         return settle(write, status=Status.FAILED, error=str(exc))
     except (WriteInDoubt, UpstreamError, SyncError) as exc:
@@ -108,6 +108,17 @@ def attempt(write: UpstreamWrite, seconds: float) -> None:
         logger.exception("write %s to %s failed", write.pk, write.source)
         return later(write, f"upstream sent what could not be read ({one_line(exc)})", None)
     written(write, connector, issue)
+
+
+def send(write: UpstreamWrite, connector) -> dict:
+    """The write sent (or found made by an earlier attempt, by its marker); the issue as upstream answers it."""
+    again = write.attempts > 1  # an earlier one may have made it: its answer lost, or a 5xx after the write
+    if write.operation == Operation.DUPLICATE:
+        number, marker = write.draft["number"], write.marker
+        commented = again and connector.find_marked_comment(number, marker) is not None
+        return connector.mark_duplicate(number, write.draft["original"], marker, write.draft["filed_by"], commented)
+    issue = connector.find_marked(write.marker, since=write.created_at - CLOCK_SKEW) if again else None
+    return issue if issue is not None else connector.create_issue(write.draft, write.marker)
 
 
 def later(write: UpstreamWrite, words: str, asked: float | None) -> None:

@@ -16,33 +16,21 @@ from datetime import UTC, datetime
 
 from .. import base
 from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, SyncError, product_key
-from ..http import Client, UpstreamError, next_link
+from ..http import Client, UpstreamError, next_link, server_words
 from . import common
 
 PAGE_SIZE = 100
 API = "https://api.github.com"
 
 SEVERITY = {
-    "critical": "critical",
-    "blocker": "critical",
-    "p0": "critical",
-    "severity: critical": "critical",
-    "priority: critical": "critical",
-    "high": "high",
-    "major": "high",
-    "p1": "high",
-    "severity: high": "high",
-    "priority: high": "high",
-    "medium": "medium",
-    "p2": "medium",
-    "severity: medium": "medium",
-    "priority: medium": "medium",
-    "low": "low",
-    "minor": "low",
-    "trivial": "low",
-    "p3": "low",
-    "severity: low": "low",
-    "priority: low": "low",
+    label: value
+    for value, labels in [
+        ("critical", ["critical", "blocker", "p0"]),
+        ("high", ["high", "major", "p1"]),
+        ("medium", ["medium", "p2"]),
+        ("low", ["low", "minor", "trivial", "p3"]),
+    ]
+    for label in [*labels, f"severity: {value}", f"priority: {value}"]
 }
 FEATURE_PREFIXES = ["area:", "area/", "component:", "component/", "comp:", "module:", "feature:", "feature/"]
 REJECTED_LABELS = {"wontfix", "won't fix", "invalid", "not a bug", "cannot reproduce"}
@@ -145,20 +133,21 @@ class GitHub(Connector):
     def confirm_gone(self, numbers: set[str]) -> dict[str, str]:
         """Why each issue the listing no longer holds is gone (deleted,
         transferred, hidden); one still there is left out (kept)."""
-        gone = {}
-        for number in sorted(numbers, key=lambda n: (len(n), n)):
-            try:
-                response = self.client.get(f"repos/{self.repo}/issues/{number}")
-            except UpstreamError as exc:
-                if exc.status in (404, 410):
-                    gone[number] = "deleted" if exc.status == 410 else "not found"
-                    continue
-                raise
-            if response.status_code in (301, 302, 307):
-                gone[number] = "transferred"
-            elif "pull_request" in self.client.json(response):
-                gone[number] = "a pull request"
-        return gone
+        ones = ((number, *self._one(number)) for number in sorted(numbers, key=lambda n: (len(n), n)))
+        return {number: why for number, issue, why in ones if issue is None}
+
+    def _one(self, number: str) -> tuple[dict | None, str]:
+        """Issue `number` as GitHub holds it now, or None and why not."""
+        try:
+            response = self.client.get(f"repos/{self.repo}/issues/{number}")
+        except UpstreamError as exc:
+            if exc.status in (404, 410):
+                return None, "deleted" if exc.status == 410 else "not found"
+            raise
+        if response.status_code in (301, 302, 307):
+            return None, "transferred"
+        issue = self.client.json(response)
+        return (None, "a pull request") if "pull_request" in issue else (issue, "")
 
     # -- webhooks: `issues` and `issue_comment`, whose payload holds the whole issue -----------
 
@@ -178,21 +167,8 @@ class GitHub(Connector):
     def fetch(self, upstream_ids: list[str]) -> dict[str, dict | None]:
         found: dict[str, dict | None] = {}
         for number in upstream_ids:
-            if _number(number) is None:
-                found[number] = None
-                continue
-            try:
-                response = self.client.get(f"repos/{self.repo}/issues/{number}")
-            except UpstreamError as exc:
-                if exc.status in (404, 410):
-                    found[number] = None
-                    continue
-                raise
-            if response.status_code in (301, 302, 307):  # transferred to another repository
-                found[number] = None
-                continue
-            issue = self.client.json(response)
-            found[number] = None if "pull_request" in issue or not self._in_query(issue) else issue
+            issue = self._one(number)[0] if _number(number) is not None else None
+            found[number] = issue if issue is not None and self._in_query(issue) else None
         return found
 
     HOOK_EVENTS = ["issues", "issue_comment"]
@@ -267,6 +243,31 @@ class GitHub(Connector):
             if since is None or oldest is None or oldest < since:
                 return None
         return None
+
+    marks_duplicates = True
+
+    def mark_duplicate(self, number: str, original: str, marker: str, filed_by: str, commented: bool) -> dict:
+        """GitHub's own mark, the comment "Duplicate of #N" (map() reads it), with who asked and the marker,
+        unless an earlier attempt's was found; closed as a duplicate (twice is harmless); read again."""
+        where = f"repos/{self.repo}/issues/{number}"
+        if not commented:
+            body = f"Duplicate of #{original}\n\nMarked by {filed_by} through QA Search\n\n{MARKER.format(marker)}"
+            self.send_once("POST", f"{where}/comments", json={"body": body})
+        self.send_once("PATCH", where, json={"state": "closed", "state_reason": "duplicate"})
+        issue = self.fetch([number]).get(number)
+        if issue is None:
+            raise base.WriteRefused(f"{self.repo}#{number} is gone from GitHub since (deleted, moved or hidden)")
+        return self._ours(issue)
+
+    def find_marked_comment(self, number: str, marker: str) -> dict | None:
+        line = MARKER.format(marker)
+        try:
+            pages = list(self._pages(f"repos/{self.repo}/issues/{number}/comments"))
+        except UpstreamError as exc:
+            if exc.status in (404, 410):  # the issue gone, or issues off: nothing to mark
+                raise base.WriteRefused(server_words(exc.body) if exc.body else str(exc), exc.status) from None
+            raise
+        return next((c for page in pages for c in page if line in str(_get(c, "body") or "")), None)
 
     def _ours(self, issue) -> dict:
         """An issue GitHub answered for a write, believed only when it is one of this repository's."""

@@ -12,7 +12,10 @@ and `page`, and pages by a `link` header of absolute URLs in GitHub's
 one 301 to its new place; an unknown repository 404. A wrong token is
 401 "Bad credentials"; a spent rate limit is GitHub's 403 with
 `x-ratelimit-remaining: 0` until `x-ratelimit-reset`, a secondary limit
-its 403 with `retry-after`, for as long as either lasts.
+its 403 with `retry-after`, for as long as either lasts. Writes: an issue
+created (POST), updated (PATCH: `state`, `state_reason`), commented on
+(POST .../comments), each 401 without a token, 403 for one that may not
+write, 410 when issues are off, 422 for what GitHub would not take.
 """
 
 import math
@@ -222,26 +225,27 @@ class FakeGitHub(Upstream):
     def issue(self, number: int, repo: str | None = None) -> dict:
         return self.repos[repo or self.main]["issues"][number]
 
-    def edit(self, number: int, **fields) -> dict:
+    def edit(self, number: int, repo: str | None = None, by: str = "frg", **fields) -> dict:
         """Change an issue's fields now (labels by name), as the web UI would: `updated_at` moves on."""
-        issue = self.issue(number)
+        issue = self.issue(number, repo)
         now = self.tick()
         for name, value in fields.items():
             issue[name] = [self.label(label) for label in value] if name == "labels" else value
         if fields.get("state") == "closed":
-            issue["closed_at"], issue["closed_by"] = stamp(now), self.user("frg")
+            issue["closed_at"], issue["closed_by"] = stamp(now), self.user(by)
         elif fields.get("state") == "open":
             issue["closed_at"], issue["closed_by"] = None, None
         issue["updated_at"] = stamp(now)
         return issue
 
-    def comment(self, number: int, body: str, user: str = "frg") -> dict:
+    def comment(self, number: int, body: str, user: str = "frg", repo: str | None = None) -> dict:
         """A new comment: the issue's count and `updated_at` move with it."""
-        issue = self.issue(number)
+        repo = repo or self.main
+        issue = self.issue(number, repo)
         now = self.tick()
         self.next_comment_id += 1
         comment = {
-            "url": f"https://api.github.com/repos/{self.main}/issues/comments/{self.next_comment_id}",
+            "url": f"https://api.github.com/repos/{repo}/issues/comments/{self.next_comment_id}",
             "html_url": f"{issue['html_url']}#issuecomment-{self.next_comment_id}",
             "issue_url": issue["url"],
             "id": self.next_comment_id,
@@ -253,7 +257,7 @@ class FakeGitHub(Upstream):
             "author_association": "MEMBER",
             "performed_via_github_app": None,
         }
-        self.repos[self.main]["comments"][issue["number"]].append(comment)
+        self.repos[repo]["comments"][issue["number"]].append(comment)
         issue["comments"] += 1
         issue["updated_at"] = stamp(now)
         return comment
@@ -428,6 +432,10 @@ class FakeGitHub(Upstream):
                 {"message": "Not Found", "documentation_url": f"{DOCS}/issues/issues#get-an-issue", "status": "404"},
                 self.rate_headers(),
             )
+        if request.method == "PATCH" and not m.group(4):
+            return self.update(request, repo, number)
+        if request.method == "POST" and m.group(4):
+            return self.post_comment(request, repo, number)
         if not m.group(4):
             return Response(200, repo["issues"][number], self.rate_headers())
         return self.paged(request, repo["comments"][number], default_size=30)
@@ -439,7 +447,7 @@ class FakeGitHub(Upstream):
         self.repos[repo or self.main]["meta"]["has_issues"] = False
 
     def lose_answers(self, times: int = 1, delay: float = 2.0) -> None:
-        """The next `times` creates are made, then answered only after `delay` seconds:
+        """The next `times` creates (issues, comments) are made, then answered only after `delay` seconds:
         past the client's deadline, its answer is lost on the way (the client gives up)."""
         self.lost_answers, self.answer_delay = times, delay
         self.httpd.handle_error = lambda request, address: None  # the late answer's broken pipe is expected
@@ -449,13 +457,8 @@ class FakeGitHub(Upstream):
         a token (GitHub: "Requires authentication"), 403 for a token that may not write, 410
         when issues are off, 422 with GitHub's validation errors for a missing or long title."""
         docs = f"{DOCS}/issues/issues#create-an-issue"
-        if request.bearer() is None:
-            return Response(401, {"message": "Requires authentication", "documentation_url": docs, "status": "401"})
-        if not self.may_write:
-            message = "Resource not accessible by personal access token"
-            return Response(403, {"message": message, "documentation_url": docs, "status": "403"})
-        if not repo["meta"]["has_issues"]:
-            return Response(410, {"message": "Issues are disabled for this repo", "documentation_url": docs})
+        if (refused := self.refused(request, repo, docs)) is not None:
+            return refused
         body = request.json()
         title = body.get("title") if isinstance(body, dict) else None
         if not isinstance(title, str) or not title.strip():
@@ -479,6 +482,58 @@ class FakeGitHub(Upstream):
             self.lost_answers -= 1
             time.sleep(self.answer_delay)
         return Response(201, issue, {**self.rate_headers(), "Location": issue["url"]})
+
+    def refused(self, request: Request, repo: dict, docs: str) -> Response | None:
+        """Why a write is refused before its body is read: 401 without a token, 403 for a token
+        that may not write, 410 when the repository's issues are off; None: it may go on."""
+        if request.bearer() is None:
+            return Response(401, {"message": "Requires authentication", "documentation_url": docs, "status": "401"})
+        if not self.may_write:
+            message = "Resource not accessible by personal access token"
+            return Response(403, {"message": message, "documentation_url": docs, "status": "403"})
+        if not repo["meta"]["has_issues"]:
+            return Response(410, {"message": "Issues are disabled for this repo", "documentation_url": docs})
+        return None
+
+    def update(self, request: Request, repo: dict, number: int) -> Response:
+        """PATCH /repos/{owner}/{repo}/issues/{number} ("Update an issue"): `state` and
+        `state_reason` (completed, not_planned, duplicate, reopened), `title`, `body`; 200 with
+        the issue; closing a closed issue again is answered as any other update. 422 for a
+        state or state_reason GitHub does not know."""
+        docs = f"{DOCS}/issues/issues#update-an-issue"
+        if (refused := self.refused(request, repo, docs)) is not None:
+            return refused
+        body = request.json() if request.body else {}
+        body = body if isinstance(body, dict) else {}
+        if body.get("state", "open") not in ("open", "closed"):
+            return invalid("Issue", "state")
+        if body.get("state_reason") not in STATE_REASONS:
+            return invalid("Issue", "state_reason")
+        issue = repo["issues"][number]
+        fields = {name: body[name] for name in ("title", "body", "state", "state_reason") if name in body}
+        if fields.get("state") == "closed" and "state_reason" not in fields:
+            fields["state_reason"] = "completed"
+        if fields.get("state") == "closed" and issue["state"] == "closed":
+            fields.pop("state")  # already closed: closed_at stays
+        self.edit(number, repo=repo["meta"]["full_name"], by=self.login, **fields)
+        return Response(200, issue, self.rate_headers())
+
+    def post_comment(self, request: Request, repo: dict, number: int) -> Response:
+        """POST /repos/{owner}/{repo}/issues/{number}/comments ("Create an issue comment"):
+        201 with the comment; 422 without a body. A lost answer (lose_answers) is made, then late."""
+        docs = f"{DOCS}/issues/comments#create-an-issue-comment"
+        if (refused := self.refused(request, repo, docs)) is not None:
+            return refused
+        body = request.json() if request.body else {}
+        text = body.get("body") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            error = {"resource": "IssueComment", "code": "missing_field", "field": "body"}
+            return Response(422, {"message": "Validation Failed", "errors": [error], "documentation_url": docs})
+        comment = self.comment(number, text, user=self.login, repo=repo["meta"]["full_name"])
+        if self.lost_answers > 0:
+            self.lost_answers -= 1
+            time.sleep(self.answer_delay)
+        return Response(201, comment, {**self.rate_headers(), "Location": comment["url"]})
 
     def hooks(self, request: Request, full_name: str, hook_id: str | None) -> Response:
         """A repository's webhooks: list, create, update; the secret is never shown back."""
