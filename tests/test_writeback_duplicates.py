@@ -11,7 +11,10 @@ call, a read-only token, bugs of two trackers: one comment or none.
 """
 
 import io
+import json
 import sys
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime
 
 import anyio
@@ -192,3 +195,27 @@ def test_an_agent_marks_a_duplicate_over_mcp(github, wanda):
     assert again.structured_content == write and len(comments(github, duplicate)) == 1
     assert Bug.objects.get(key=arguments["key"]).duplicate_of.key == arguments["of"]
     assert UpstreamWrite.objects.get().surface == "mcp"
+
+
+def test_the_fake_answers_as_github_documents_a_bad_state_reason_an_unknown_issue_and_issues_off(github, wanda):
+    original, duplicate = two_open(github)
+    where = f"{github.url}/repos/mozilla/seamonkey/issues"
+
+    def send(method: str, url: str, body: dict) -> tuple[int, dict]:
+        headers = {"Authorization": f"Bearer {github.token}", "Content-Type": "application/json"}
+        request = urllib.request.Request(url, json.dumps(body).encode(), headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return answer.status, json.load(answer)
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.load(refused)
+
+    status, bad = send("PATCH", f"{where}/{duplicate}", {"state": "closed", "state_reason": "dupe"})
+    assert status == 422 and bad["errors"][0]["field"] == "state_reason"
+    assert send("POST", f"{where}/99999/comments", {"body": "x"})[0] == 404
+    github.disable_issues()
+
+    write = mark(client_with_token(wanda), duplicate, original).json()
+
+    assert write["status"] == "failed" and "Issues are disabled for this repo" in write["error"], write
+    assert comments(github, duplicate) == [] and github.issue(duplicate)["state"] == "open"
