@@ -303,19 +303,15 @@ def over_stdio(alice_token):
     return anyio.run(session)
 
 
-@pytest.fixture(scope="module")
-def http_server(alice_token):
-    """`manage.py mcp --transport http` on a free port; its URL."""
-    _, database = alice_token
+@contextlib.contextmanager
+def mcp_server(database: str, **settings):
+    """`manage.py mcp --transport http` on a free port with `settings` in its environment; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env(database),
-        stdout=subprocess.DEVNULL,
-    )
+    env = server_env(database) | {name: str(value) for name, value in settings.items()}
+    command = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         assert process.poll() is None, "the HTTP server exited"
@@ -325,9 +321,19 @@ def http_server(alice_token):
         except OSError:
             assert time.monotonic() < deadline, "the HTTP server did not start listening"
             time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def http_server(alice_token):
+    """`manage.py mcp --transport http` on a free port; its URL."""
+    _, database = alice_token
+    with mcp_server(database) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

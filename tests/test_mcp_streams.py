@@ -16,10 +16,6 @@ session id (the server is stateless: a GET there needs none).
 
 import contextlib
 import json
-import socket
-import subprocess
-import sys
-import time
 
 import anyio
 import anyio.to_thread
@@ -32,8 +28,8 @@ from accounts import tokens
 from accounts.models import ApiToken, Scope
 from mcp_bridge.streams import LIFETIME_OVER, TOKEN_GONE
 
-from .conftest import ROOT, api_key
-from .test_mcp import server_env
+from .conftest import api_key
+from .test_mcp import mcp_server
 
 pytestmark = pytest.mark.django_db  # so that the test database is set up (tests/test_mcp.py says why)
 
@@ -52,31 +48,6 @@ def keys(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         ApiToken.objects.filter(user__in=users.values()).delete()
         get_user_model().objects.filter(pk__in=[user.pk for user in users.values()]).delete()
-
-
-@contextlib.contextmanager
-def mcp_server(database: str, **settings):
-    """`manage.py mcp --transport http` on a free port with `settings` in its environment; its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = server_env(database) | {name: str(value) for name, value in settings.items()}
-    command = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, "the HTTP server exited"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the HTTP server did not start listening"
-            time.sleep(0.2)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
