@@ -42,9 +42,7 @@ class FileBugView(APIView):
     def post(self, request):
         if not isinstance(request.data, dict):
             raise ValidationError({"body": ['must be a JSON object, like {"product": "SEAMONKEY", "title": "..."}']})
-        filed = service.file(request.data, request.user, Surface.REST, request.headers.get("Idempotency-Key"))
-        location = {"Location": f"/api/writes/{filed.write['id']}"}
-        return Response(filed.write, status=201 if filed.created else 200, headers=location)
+        return _answer(service.file(request.data, request.user, Surface.REST, request.headers.get("Idempotency-Key")))
 
 
 class DuplicateOfView(APIView):
@@ -74,9 +72,13 @@ class DuplicateOfView(APIView):
         if not isinstance(request.data, dict):
             raise ValidationError({"body": ['must be a JSON object, like {"of": "SEAMONKEY-12"}']})
         params = {**request.data, "key": key}
-        marked = service.duplicate(params, request.user, Surface.REST, request.headers.get("Idempotency-Key"))
-        location = {"Location": f"/api/writes/{marked.write['id']}"}
-        return Response(marked.write, status=201 if marked.created else 200, headers=location)
+        return _answer(service.duplicate(params, request.user, Surface.REST, request.headers.get("Idempotency-Key")))
+
+
+def _answer(written) -> Response:
+    """A new write is 201, the Idempotency-Key's earlier one 200; either names where to read it again."""
+    location = {"Location": f"/api/writes/{written.write['id']}"}
+    return Response(written.write, status=201 if written.created else 200, headers=location)
 
 
 class WriteView(APIView):

@@ -14,7 +14,6 @@ says so beside the button, and why.
 import secrets
 
 from connectors.models import Source
-from connectors.sources import connector_class
 from search.contract import SearchError
 from writeback import service
 from writeback.contract import CannotFile, WriteBackOff
@@ -34,8 +33,8 @@ def destinations(products) -> dict[str, dict]:
     """Each product's key → where "File bug" files it: `upstream` (whether its
     tracker takes the write) and the sentence said beside the button.
 
-    The rule is writeback.service's (it decides when the bug is filed); this
-    only says it beforehand, for all the products offered in one query."""
+    The rule is writeback.service.writable_source, which decides when the bug is
+    filed; here it is asked beforehand, for all the products offered in one query."""
     fed: dict[str, list[Source]] = {}
     for source in Source.objects.filter(enabled=True).order_by("pk"):
         fed.setdefault(source.product_key.upper(), []).append(source)
@@ -43,19 +42,19 @@ def destinations(products) -> dict[str, dict]:
 
 
 def _where(key: str, sources: list[Source]) -> dict:
-    if not sources:
-        return _here(f"{key} is not synced from a tracker, so there is no other place to file it.")
-    filing = [s for s in sources if connector_class(s.kind).files_issues]
-    if not filing:
-        kind = sources[0].get_kind_display()
-        return _here(f"QA Search cannot file in {kind} yet, so {sources[0]} will not see this bug.")
-    writable = [s for s in filing if s.write_back]
-    if not writable:
+    try:
+        source = service.writable_source(key, sources)
+    except CannotFile as why:
+        if why.source is None:
+            return _here(f"{key} is not synced from a tracker, so there is no other place to file it.")
         return _here(
-            f"{filing[0]}, the tracker {key} is synced from, does not take writes from QA Search. "
+            f"QA Search cannot file in {why.source.get_kind_display()} yet, so {why.source} will not see this bug."
+        )
+    except WriteBackOff as why:
+        return _here(
+            f"{why.source}, the tracker {key} is synced from, does not take writes from QA Search. "
             f"An administrator can turn on {ADMIN_SETTING}; until then the tracker will not see this bug."
         )
-    source = writable[0]
     note = (
         f"Files the issue in {source.get_kind_display()} ({source.project}); the record here is made from its answer."
     )

@@ -166,25 +166,46 @@ def _product(key: str, user) -> Product:
 
 def _writable_source(product: Product) -> Source:
     """The source that feeds `product` and may take the write, or why none may."""
-    sources = list(Source.objects.filter(product_key__iexact=product.key, enabled=True).order_by("pk"))
+    return writable_source(product.key, list(Source.objects.filter(product_key__iexact=product.key, enabled=True)))
+
+
+def writable_source(key: str, sources: list[Source]) -> Source:
+    """Of `sources`, the enabled ones feeding product `key`, the one a write goes to (the
+    oldest that may); else CannotFile or WriteBackOff saying why, its `source` the one in
+    the way (None: no tracker feeds it). The one rule: the report-a-bug page says it too."""
+    sources = sorted(sources, key=lambda source: source.pk)
     if not sources:
-        raise CannotFile(
-            f"{product.key} is not fed by a tracker (no enabled source syncs it), so there is nowhere upstream "
-            "to file; its records are filed here, on the report-a-bug page."
+        raise _because(
+            CannotFile(
+                f"{key} is not fed by a tracker (no enabled source syncs it), so there is nowhere upstream "
+                "to file; its records are filed here, on the report-a-bug page."
+            ),
+            None,
         )
     filing = [s for s in sources if connector_class(s.kind).files_issues]
     if not filing:
-        raise CannotFile(
-            f"{product.key} is fed by {sources[0]} ({sources[0].get_kind_display()}), where filing is not built yet; "
-            f"GitHub sources file now ({WRITING_BACK})."
+        raise _because(
+            CannotFile(
+                f"{key} is fed by {sources[0]} ({sources[0].get_kind_display()}), where filing is not built yet; "
+                f"GitHub sources file now ({WRITING_BACK})."
+            ),
+            sources[0],
         )
     writable = [s for s in filing if s.write_back]
     if not writable:
-        raise WriteBackOff(
-            f"{filing[0]} does not write back: an admin turns on 'Write back' on it (admin › Connectors › Sources › "
-            f"{filing[0]}), and its token needs the right to create issues ({WRITING_BACK})."
+        raise _because(
+            WriteBackOff(
+                f"{filing[0]} does not write back: an admin turns on 'Write back' on it (admin › Connectors › "
+                f"Sources › {filing[0]}), and its token needs the right to create issues ({WRITING_BACK})."
+            ),
+            filing[0],
         )
     return writable[0]
+
+
+def _because(error: Exception, source: Source | None) -> Exception:
+    error.source = source
+    return error
 
 
 def _earlier(user, key: str, digest: str) -> UpstreamWrite | None:
