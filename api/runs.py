@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from triage import service
 from triage.junit import refuse_declared, too_large
+from writeback import links
 
 from . import schema, throttles
 from .authentication import TokenMayWrite
@@ -110,7 +111,9 @@ class DecisionsView(APIView):
     @extend_schema(
         summary="Confirm or reject a suggested bug for a run's cause",
         request={"application/json": {"type": "object"}},
-        description='{"signature": "<a group\'s>", "bug": "BUG-12", "decision": "confirmed" or "rejected"}',
+        description='{"signature": "<a group\'s>", "bug": "BUG-12", "decision": "confirmed" or "rejected"}. '
+        "A confirmation of a bug synced from a tracker that writes back also comments on it there, once a run "
+        "(the suggestion's `write`: GET /api/writes/<id>).",
         responses={200: OpenApiResponse(description=TRIAGE)},
         tags=["triage"],
     )
@@ -119,4 +122,4 @@ class DecisionsView(APIView):
             raise ValidationError(
                 'The body is a JSON object: {"signature": ..., "bug": "BUG-12", "decision": "confirmed"}.'
             )
-        return Response(service.decide(run, request.data, request.user))
+        return Response(links.decide(run, request.data, request.user, "rest")[0])

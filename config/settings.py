@@ -466,11 +466,15 @@ CITUS_SHARD_COUNT = envint("CITUS_SHARD_COUNT", 0)
 SYNC_WORKERS = envint("SYNC_WORKERS", 4)
 # Writing back to a source's tracker (writeback/, docs/connectors.md "Writing back"):
 # seconds a REST or MCP call waits for upstream's answer before it answers
-# "pending" (the worker sends it then), sends of one write before it is failed,
-# and seconds between the worker's looks for writes due.
+# "pending" (the worker sends it then), sends of one write before it is failed
+# (30 ride out about 45 minutes of an upstream down), seconds after it was asked
+# for past which it is failed, seconds between the worker's looks for writes due,
+# and whether a curator's confirmed triage link comments on the bug upstream.
 WRITEBACK_WAIT_SECONDS = envfloat("WRITEBACK_WAIT_SECONDS", 10.0)
-WRITEBACK_ATTEMPTS = envint("WRITEBACK_ATTEMPTS", 8)
+WRITEBACK_ATTEMPTS = envint("WRITEBACK_ATTEMPTS", 30)
+WRITEBACK_DEADLINE = envfloat("WRITEBACK_DEADLINE", 86400.0)
 WRITEBACK_POLL_SECONDS = envfloat("WRITEBACK_POLL_SECONDS", 1.0)
+WRITEBACK_FAILURE_COMMENTS = envbool("WRITEBACK_FAILURE_COMMENTS", True)
 # Shared by every worker and app server (readyz's coverage figure,
 # search/indexing/health.py): a table of the database, made by `migrate`
 # (config/migrations). The rate limit counts in a table of its own.

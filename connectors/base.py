@@ -131,8 +131,10 @@ class Connector:
     item_kind: str = "bug"
     #: Whether `create_issue` and `find_marked` are built for this kind (writeback/).
     files_issues: bool = False
-    #: Whether `mark_duplicate` and `find_marked_comment` are (writeback/).
+    #: Whether `mark_duplicate`, `comment` and `find_marked_comment` are (writeback/).
     marks_duplicates: bool = False
+    #: What a write did beyond what it was asked, for the person (Jira: "no transition resolves as Duplicate").
+    note: str = ""
 
     def __init__(self, source: Source, user: str | None, token: str):
         self.source = source
@@ -191,6 +193,11 @@ class Connector:
     def find_marked_comment(self, number: str, marker: str) -> dict | None:
         """The comment on issue `number` an earlier `mark_duplicate` with `marker` made, or None."""
         raise SyncError(f"marking duplicates in {self.kind} is not built yet (docs/connectors.md, Writing back)")
+
+    def comment(self, number: str, body: str, marker: str) -> dict:
+        """One comment on issue `number` carrying `marker` where `find_marked_comment` finds it;
+        the comment as upstream answers it, with `url` its own link. WriteRefused, or WriteInDoubt."""
+        raise SyncError(f"commenting in {self.kind} is not built yet (docs/connectors.md, Writing back)")
 
     def send_once(self, method: str, path: str, **kwargs):
         """One request that writes: tried once, never retried here (a lost answer

@@ -251,6 +251,27 @@ def test_a_busy_github_is_asked_again_after_the_back_off_marker_first(github, wa
     assert UpstreamWrite.objects.get().status == Status.SENT and len(created(github)) == 1
 
 
+def test_writes_asked_for_while_github_is_down_wait_behind_the_first_and_land_in_order(github, wanda):
+    github.fail(503, body={"message": "Service Unavailable"}, times=1000, path=ISSUES)
+    client = client_with_token(wanda)
+    titles = [f"Offline queue {n}: the draft is kept while GitHub is down" for n in range(4)]
+    answers = [file(client, {**DRAFT, "title": title}).json() for title in titles]
+    # The first tried and waits out its back-off; the later ones wait behind it, untried.
+    assert [(a["status"], a["attempts"]) for a in answers] == [("pending", 1)] + [("pending", 0)] * 3
+    due_now()
+    assert worker.send_due() == 1  # only the first is tried again, GitHub still down
+    assert UpstreamWrite.objects.filter(attempts=0).count() == 3
+
+    github.faults.clear()  # GitHub is back
+    due_now()
+    assert worker.send_due() == 4
+    writes = list(UpstreamWrite.objects.order_by("id"))
+    assert [w.status for w in writes] == [Status.SENT] * 4
+    numbers = [int(w.upstream_key.rsplit("#", 1)[1]) for w in writes]
+    assert numbers == sorted(numbers)
+    assert [issue["title"] for issue in sorted(created(github), key=lambda issue: issue["number"])] == titles
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_checks_for_duplicates_then_files_the_bug_over_mcp(github, wanda):
     """`manage.py mcp --user wanda` over stdio, as her agent runs it."""

@@ -68,6 +68,9 @@ class Suggestion(BaseModel):
     confidence: float
     band: Band
     decision: Literal["confirmed", "rejected"] | None = Field(None, exclude_if=omitted_when_null)
+    write: int | None = Field(
+        None, description="the confirmation's comment upstream: GET /api/writes/<id>", exclude_if=omitted_when_null
+    )
     why: MatchWhy
 
 

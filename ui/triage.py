@@ -21,6 +21,7 @@ from backlog.models import Product
 from search.contract import SearchError
 from triage import service
 from triage.junit import refuse_declared
+from writeback import links
 
 
 @staff_required
@@ -70,9 +71,10 @@ def decide(request, run: int):
         return redirect(f"{reverse('ui:triage')}?run={run}")
     params = {name: request.POST.get(name, "") for name in ("signature", "bug", "decision")}
     try:
-        service.decide(run, params, request.user)
+        write = links.decide(run, params, request.user, "ui")[1]
         verb = "Confirmed" if params["decision"] == "confirmed" else "Rejected"
-        messages.success(request, f"{verb} {params['bug']} for this cause; the next runs will know.")
+        told = f" A comment goes to {write.draft['upstream']} in {write.source}." if write else ""
+        messages.success(request, f"{verb} {params['bug']} for this cause; the next runs will know.{told}")
     except SearchError as exc:
         messages.error(request, str(exc))
     return redirect(f"{reverse('ui:triage')}?run={run}#group-{params['signature']}")

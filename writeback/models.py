@@ -20,7 +20,7 @@ from django.utils import timezone
 class Operation(models.TextChoices):
     FILE = "file", "file an issue"
     DUPLICATE = "duplicate", "mark a duplicate"
-    COMMENT = "comment", "comment on an issue"  # the next slice: a failure's link
+    COMMENT = "comment", "comment on an issue"  # a failure linked to a bug (triage)
 
 
 class Status(models.TextChoices):
@@ -53,6 +53,10 @@ class UpstreamWrite(models.Model):
     upstream_url = models.URLField(max_length=500, blank=True)
     record_key = models.CharField(max_length=64, blank=True, help_text="the record written here from the answer")
     error = models.CharField(max_length=1000, blank=True, help_text="upstream's own words, or why it waits")
+    note = models.CharField(max_length=1000, blank=True, help_text="what the write did beyond what was asked")
+    once = models.CharField(
+        max_length=200, blank=True, help_text="what this write is the one of: at most one write for it (a bug's run)"
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="upstream_writes"
     )
@@ -71,11 +75,16 @@ class UpstreamWrite(models.Model):
                 condition=~Q(idempotency_key=""),
                 name="upstream_write_idempotency",
             ),
+            models.UniqueConstraint(fields=["source", "once"], condition=~Q(once=""), name="upstream_write_once"),
         ]
         indexes = [
             models.Index(fields=["next_try_at", "id"], name="upstream_write_due", condition=Q(status="pending")),
         ]
 
     def __str__(self):
-        what = self.draft.get("title") or f"{self.draft.get('key')} as a duplicate of {self.draft.get('of')}"
+        what = self.draft.get("title") or (
+            f"{self.draft.get('key')} as a duplicate of {self.draft.get('of')}"
+            if self.operation == Operation.DUPLICATE
+            else f"on {self.draft.get('key')}: {self.draft.get('test')}"
+        )
         return f"{self.operation} {what[:60]!r} to {self.source} ({self.status})"

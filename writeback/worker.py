@@ -16,11 +16,18 @@
   words; anything else leaves it pending, tried again after the back-off a
   sync's requests wait (the client's: exponential from half a second, with
   jitter, Retry-After honoured, at most SYNC_HTTP_MAX_WAIT), up to
-  WRITEBACK_ATTEMPTS sends.
+  WRITEBACK_ATTEMPTS sends or WRITEBACK_DEADLINE after it was asked for.
 - **A duplicate is a comment, then a close.** `Connector.mark_duplicate`
   (GitHub: the comment "Duplicate of #N" with the marker's hidden line,
   then closed with state_reason duplicate, then the issue read again);
   a retry asks for the marked comment first, and closing twice is harmless.
+- **In order, per source.** While a source's oldest pending write waits out
+  a back-off (upstream down, busy or in doubt), the later writes to that
+  source wait behind it: when upstream returns they land in the order they
+  were asked for. Writes to a source that answers go out side by side.
+- **A comment is a comment.** A failure linked to a bug (triage) is one
+  comment, looked for by its marker before any retry; the record here is
+  not written again for it.
 - **Upstream's answer is the record.** The issue upstream answered is
   written through the sync's writer (connectors.writer), in the transaction
   that marks the write sent: searchable at once, and the webhook that
@@ -34,6 +41,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from backlog.audit import surface
@@ -81,6 +89,7 @@ def claim(write_id: int | None = None, seconds: float | None = None) -> Upstream
         due = UpstreamWrite.objects.select_for_update(skip_locked=True, of=("self",)).filter(
             status=Status.PENDING, next_try_at__lte=now
         )
+        due = due.exclude(Exists(_waiting_before()))
         if write_id is not None:
             due = due.filter(pk=write_id)
         write = due.select_related("source", "product").order_by("created_at", "id").first()
@@ -90,6 +99,13 @@ def claim(write_id: int | None = None, seconds: float | None = None) -> Upstream
         write.next_try_at, write.updated_at = now + lease, now
         write.save(update_fields=["attempts", "next_try_at", "updated_at"])
     return write
+
+
+def _waiting_before():
+    """An older pending write to the same source that is waiting out a back-off (it has an error)."""
+    older = Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
+    pending = UpstreamWrite.objects.filter(older, source=OuterRef("source"), status=Status.PENDING)
+    return pending.exclude(error="")
 
 
 def attempt(write: UpstreamWrite, seconds: float) -> None:
@@ -107,6 +123,8 @@ def attempt(write: UpstreamWrite, seconds: float) -> None:
     except Exception as exc:  # an answer no check foresaw: said in one line, never a traceback
         logger.exception("write %s to %s failed", write.pk, write.source)
         return later(write, f"upstream sent what could not be read ({one_line(exc)})", None)
+    if write.operation == Operation.COMMENT:
+        return commented(write, issue)
     written(write, connector, issue)
 
 
@@ -117,6 +135,10 @@ def send(write: UpstreamWrite, connector) -> dict:
         number, marker = write.draft["number"], write.marker
         commented = again and connector.find_marked_comment(number, marker) is not None
         return connector.mark_duplicate(number, write.draft["original"], marker, write.draft["filed_by"], commented)
+    if write.operation == Operation.COMMENT:
+        number, marker = write.draft["number"], write.marker
+        found = connector.find_marked_comment(number, marker) if again else None
+        return found if found is not None else connector.comment(number, write.draft["body"], marker)
     issue = connector.find_marked(write.marker, since=write.created_at - CLOCK_SKEW) if again else None
     return issue if issue is not None else connector.create_issue(write.draft, write.marker)
 
@@ -124,7 +146,7 @@ def send(write: UpstreamWrite, connector) -> dict:
 def later(write: UpstreamWrite, words: str, asked: float | None) -> None:
     """Pending again, after the back-off; failed once WRITEBACK_ATTEMPTS sends were begun."""
     words = " ".join(words.split())
-    if write.attempts >= settings.WRITEBACK_ATTEMPTS:
+    if write.attempts >= settings.WRITEBACK_ATTEMPTS or timezone.now() - write.created_at > _deadline():
         return settle(write, status=Status.FAILED, error=f"{words} ({write.attempts} tries)")
     # The client's policy (connectors.http.Client._wait): what upstream asked, else exponential with jitter.
     wait = asked + random.uniform(0, 0.25) if asked is not None else 0.5 * 2 ** (write.attempts - 1)
@@ -155,8 +177,28 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
             upstream_url=str(issue.get("html_url") or "")[:500],
             record_key=record.values_list("key", flat=True).first() or "",
             error="; ".join(tally.errors),  # a record not written here says why, the write is still sent
+            note=connector.note,
             sent_at=timezone.now(),
         )
+
+
+def commented(write: UpstreamWrite, comment: dict) -> None:
+    """A comment made (or found by its marker): the write sent, pointing at it."""
+    context = {"source": write.source.name, "user": write.requested_by_id, "via": write.surface}
+    with transaction.atomic(), surface("writeback", upstream=write.draft["upstream"], write=write.pk, **context):
+        if _still_held(write):
+            settle(
+                write,
+                status=Status.SENT,
+                upstream_key=write.draft["upstream"][:200],
+                upstream_url=str(comment.get("url") or comment.get("html_url") or "")[:500],
+                record_key=write.draft["key"],
+                sent_at=timezone.now(),
+            )
+
+
+def _deadline() -> timedelta:
+    return timedelta(seconds=settings.WRITEBACK_DEADLINE)
 
 
 def _still_held(write: UpstreamWrite) -> bool:
@@ -171,6 +213,8 @@ def _still_held(write: UpstreamWrite) -> bool:
 def settle(write: UpstreamWrite, **fields) -> None:
     """Store what the attempt came to, unless another sender's attempt has taken the write since."""
     fields["error"] = fields.get("error", "")[:1000]
+    if "note" in fields:
+        fields["note"] = fields["note"][:1000]
     fields["updated_at"] = timezone.now()
     UpstreamWrite.objects.filter(pk=write.pk, status=Status.PENDING, attempts=write.attempts).update(**fields)
     for name, value in fields.items():

@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from .. import base
 from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, SyncError, product_key
-from ..http import Client, UpstreamError, next_link, server_words
+from ..http import Client, UpstreamError, next_link
 from . import common
+from .github_write import GitHubWriting, _get, _number
 
 PAGE_SIZE = 100
 API = "https://api.github.com"
@@ -37,14 +37,13 @@ REJECTED_LABELS = {"wontfix", "won't fix", "invalid", "not a bug", "cannot repro
 DUPLICATE_OF = re.compile(r"(?i)\bduplicate\s+of\s+#(\d+)\b")
 _COMMENT = r"<!--(?:(?!-->).)*-->"
 TEMPLATE_COMMENTS = re.compile(rf"^[ \t]*{_COMMENT}[ \t]*(?:\n|$)|{_COMMENT}", re.S | re.M)  # whole lines first
-#: The hidden line a filed issue's body carries (map() reads the body without it).
-MARKER = "<!-- qa-search:write:{} -->"
 
 
-class GitHub(Connector):
+class GitHub(GitHubWriting, Connector):
     kind = "github"
     token_env = "GITHUB_TOKEN"
     token_required = False  # public repositories read without one, at 60 requests an hour
+    SEVERITY = SEVERITY
 
     def make_client(self, user, token) -> Client:
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
@@ -196,86 +195,6 @@ class GitHub(Connector):
                 ) from None
             raise
 
-    # -- writing back (writeback/) ----------------------------------------------------------------
-
-    files_issues = True
-
-    def create_issue(self, draft: dict, marker: str) -> dict:
-        """POST the issue: a Markdown body (the description, headed sections, who filed
-        it, the marker's hidden line) and labels that map() reads back as the draft
-        says (severity through the mapping, the source's own labels so its syncs keep it)."""
-        parts = [
-            draft.get("description") or "",
-            *(f"### {head}\n\n{text}" for head, text in base.draft_sections(draft)),
-        ]
-        parts += [f"Filed by {draft['filed_by']} through QA Search", MARKER.format(marker)]
-        labels = [label.strip() for label in self.source.query.split(",") if label.strip()]
-        labels += draft.get("labels") or []
-        if draft.get("severity"):
-            severities = self.mapping("severity", SEVERITY)
-            named = [label for label, value in severities.items() if value == draft["severity"]]
-            labels.append(
-                next((n for n in named if n.startswith("severity:")), named[0] if named else draft["severity"])
-            )
-        body = {"title": draft["title"], "body": "\n\n".join(p.strip() for p in parts if p.strip())}
-        response = self.send_once(
-            "POST", f"repos/{self.repo}/issues", json={**body, "labels": list(dict.fromkeys(labels))}
-        )
-        try:
-            return self._ours(self.client.json(response))
-        except UpstreamError as exc:  # made, perhaps, but its answer unreadable: the marker settles it
-            raise base.WriteInDoubt(str(exc)) from None
-
-    def find_marked(self, marker: str, since: datetime | None = None) -> dict | None:
-        """The issue whose body holds `marker`, made at or after `since`: from the
-        repository's listing, newest first, which GitHub answers from the issues
-        themselves (its search API reads an index that follows a create by seconds
-        or more: a lost answer asked about at once would not be found there)."""
-        line = MARKER.format(marker)
-        params = {"state": "all", "sort": "created", "direction": "desc"}
-        if since is not None:
-            params["since"] = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for page in self._pages(f"repos/{self.repo}/issues", params):
-            found = next((i for i in page if isinstance(i, dict) and line in str(i.get("body") or "")), None)
-            if found is not None:
-                return self._ours(found)
-            oldest = common.utc_or_none(_get(page[-1], "created_at")) if page else None
-            if since is None or oldest is None or oldest < since:
-                return None
-        return None
-
-    marks_duplicates = True
-
-    def mark_duplicate(self, number: str, original: str, marker: str, filed_by: str, commented: bool) -> dict:
-        """GitHub's own mark, the comment "Duplicate of #N" (map() reads it), with who asked and the marker,
-        unless an earlier attempt's was found; closed as a duplicate (twice is harmless); read again."""
-        where = f"repos/{self.repo}/issues/{number}"
-        if not commented:
-            body = f"Duplicate of #{original}\n\nMarked by {filed_by} through QA Search\n\n{MARKER.format(marker)}"
-            self.send_once("POST", f"{where}/comments", json={"body": body})
-        self.send_once("PATCH", where, json={"state": "closed", "state_reason": "duplicate"})
-        issue = self.fetch([number]).get(number)
-        if issue is None:
-            raise base.WriteRefused(f"{self.repo}#{number} is gone from GitHub since (deleted, moved or hidden)")
-        return self._ours(issue)
-
-    def find_marked_comment(self, number: str, marker: str) -> dict | None:
-        line = MARKER.format(marker)
-        try:
-            pages = list(self._pages(f"repos/{self.repo}/issues/{number}/comments"))
-        except UpstreamError as exc:
-            if exc.status in (404, 410):  # the issue gone, or issues off: nothing to mark
-                raise base.WriteRefused(server_words(exc.body) if exc.body else str(exc), exc.status) from None
-            raise
-        return next((c for page in pages for c in page if line in str(_get(c, "body") or "")), None)
-
-    def _ours(self, issue) -> dict:
-        """An issue GitHub answered for a write, believed only when it is one of this repository's."""
-        where = str(_get(issue, "repository_url") or "")
-        if _number(_get(issue, "number")) is None or not where.lower().endswith(f"/repos/{self.repo}".lower()):
-            raise base.WriteRefused(f"GitHub answered with an issue that is not one of {self.repo}'s ({where[:100]!r})")
-        return issue
-
     def upstream_id(self, issue: dict) -> str:
         return str(issue.get("number"))
 
@@ -376,22 +295,6 @@ class GitHub(Connector):
         raw["assignees"] = [a.get("login") for a in issue.get("assignees") or [] if isinstance(a, dict)]
         raw.pop("assignee", None)
         return raw
-
-
-def _get(item, name: str):
-    """A field of an upstream item that may not be an object at all."""
-    return item.get(name) if isinstance(item, dict) else None
-
-
-def _number(value) -> int | None:
-    """An issue number: a positive integer, as GitHub sends it (or its digits)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, str) and value.isdigit() and len(value) <= 18:
-        return int(value)
-    return None
 
 
 def _text(body: str | None) -> str:
