@@ -52,7 +52,8 @@ class DuplicateRequest(BaseModel):
 
 class WriteResponse(BaseModel):
     """A write to a tracker: pending (being sent), sent (upstream_key, upstream_url,
-    record_key: searchable here), failed (error: upstream's own words) or dropped."""
+    record_key: searchable here; note: what it did beyond what was asked), failed
+    (error: upstream's own words) or dropped."""
 
     id: int
     operation: Literal["file", "duplicate", "comment"]
@@ -63,6 +64,7 @@ class WriteResponse(BaseModel):
     upstream_url: str | None = None
     record_key: str | None = None
     error: str | None = None
+    note: str | None = None
     attempts: int
     created_at: datetime
     sent_at: datetime | None = None
@@ -80,6 +82,7 @@ class WriteResponse(BaseModel):
             upstream_url=write.upstream_url or None,
             record_key=write.record_key or None,
             error=write.error or None,
+            note=write.note or None,
             attempts=write.attempts,
             created_at=write.created_at,
             sent_at=write.sent_at,
