@@ -451,6 +451,20 @@ def test_while_the_backlog_is_embedded_readyz_and_the_search_page_say_meaning_is
     # No vector at all: the degraded note says so (hybrid answered by keyword).
     page = as_alice.get("/search/?query=renewal&mode=hybrid").content.decode()
     assert "Matched by keyword only: no record has an embedding of the active model yet" in page
+    assert "run <code>manage.py embed</code>" in page or "run `manage.py embed`" in page
+
+    # serve's worker is at it: the note says so, with the figure, and sends no one to run it again.
+    from django.utils import timezone
+
+    from search.indexing import health
+    from search.models import Worker
+
+    Worker.objects.create(name=health.EMBEDDING_WORKER, state="running", heartbeat_at=timezone.now())
+    health.forget_coverage()
+    page = unescape(as_alice.get("/search/?query=renewal&mode=hybrid").content.decode())
+    documents = health.index_health().documents
+    assert f"embedding is under way: 0 of {documents:,} records have a vector of the active model so far" in page
+    assert "manage.py embed" not in page
 
     embed_pending()
     assert Client().get("/readyz").json()["checks"]["embeddings"] == "complete"

@@ -70,7 +70,7 @@ class DraftPlan(pipeline.Plan):
         self.embedding = None
 
     def semantic_unavailable(self, scope: Scope) -> str | None:
-        return pipeline.no_vectors_reason(index_health(scope.products).embedded)
+        return pipeline.no_vectors_reason(index_health(scope.products))
 
     def start(self, mode: str, scope: Scope) -> None:
         if mode != "keyword":

@@ -102,7 +102,7 @@ class SearchPlan(pipeline.Plan):
         self.stats = None
 
     def semantic_unavailable(self, scope: Scope) -> str | None:
-        return pipeline.no_vectors_reason(self.health.embedded)
+        return pipeline.no_vectors_reason(self.health)
 
     def keyword_arm(self, scope: Scope) -> ArmResult | None:
         result, self.parsed, self.corrected, self.stats = _keyword_with_typos(

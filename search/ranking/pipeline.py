@@ -115,11 +115,19 @@ def fallback(mode: str, why: str | None) -> tuple[str, dict[str, str] | None]:
     return "keyword", {"semantic": why}
 
 
-def no_vectors_reason(embedded: int) -> str | None:
-    """Why no search by meaning can run over an index with `embedded` current vectors."""
-    if embedded:
+def no_vectors_reason(health) -> str | None:
+    """Why no search by meaning can run over an index whose health (search.contract.IndexHealth)
+    counts no current vector: no model, the worker under way (with its figure), or none running."""
+    if health.embedded:
         return None
-    return unavailable_reason() or "no record has an embedding of the active model yet (run `manage.py embed`)"
+    if (why := unavailable_reason()) is not None:
+        return why
+    if health.worker is not None and health.worker.state in ("running", "restarting"):
+        return (
+            f"embedding is under way: {health.embedded:,} of {health.documents:,} records have a vector of the "
+            f"active model so far, {health.worker.backlog:,} waiting (serve's worker is at it)"
+        )
+    return "no record has an embedding of the active model yet (run `manage.py embed`)"
 
 
 def _first_pass_order(candidate: fusion.Candidate) -> tuple:
