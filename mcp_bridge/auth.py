@@ -2,7 +2,7 @@
 
 A token opens both surfaces; a revoked or expired one, or one whose user is
 inactive, opens neither, refused as a token that never existed.
-The SDK answers 401 for a missing or unknown token; the user, read with the
+The SDK answers 401 for a missing or unknown token (SaysWhy says which); the user, read with the
 token in one statement, travels in the access token to the tools
 (mcp_bridge.server), which act as them without reading them again. A token
 that cannot be checked because the database is down is neither: the
@@ -10,6 +10,7 @@ request gets the 503 every surface gives then (`DatabaseOutage`). The token
 comes as `Bearer <key>` or, as REST takes it, `Token <key>` (`TokenScheme`).
 """
 
+import json
 from typing import Any
 
 import anyio.to_thread
@@ -81,6 +82,57 @@ class DatabaseOutage:
             await send_error(send, exc)
 
 
+#: What a refused request is told (RFC 6750 §3: no error code when no credentials came at all).
+NO_TOKEN = (
+    "no token: send the header Authorization: Bearer <token>, with a token made on the web app's Tokens page (/tokens/)"
+)
+BAD_TOKEN = (
+    "this token is unknown, revoked or expired, or its user is deactivated: make a new one on the web app's "
+    "Tokens page (/tokens/)"
+)
+OTHER_SCHEME = "the token goes as Authorization: Bearer <token> (or Token <token>, as REST takes it)"
+
+
+class SaysWhy:
+    """ASGI middleware outside the SDK's authentication: its 401 ("Authentication
+    required", for every case) says which of no token, another scheme or a token
+    that opens nothing it was, in the body and in WWW-Authenticate (RFC 6750),
+    and never whether a token ever existed."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        header = dict(scope["headers"]).get(b"authorization", b"").strip()
+        scheme = header.partition(b" ")[0].lower()
+        error, why = (
+            ("invalid_request", NO_TOKEN)
+            if not header
+            else ("invalid_request", OTHER_SCHEME)
+            if scheme not in (b"bearer", b"token")
+            else ("invalid_token", BAD_TOKEN)
+        )
+        refused = False
+
+        async def told(message):
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                refused = True
+                body = json.dumps({"error": error, "error_description": why}).encode()
+                challenge = 'Bearer realm="qa-search"' + (
+                    "" if not header else f', error="{error}", error_description="{why}"'
+                )
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                await send({**message, "headers": [*headers, (b"www-authenticate", challenge.encode())]})
+                return await send({"type": "http.response.body", "body": body})
+            if not refused:
+                await send(message)
+
+        await self.app(scope, receive, told)
+
+
 class TokenScheme:
     """ASGI middleware before the SDK's authentication, which reads only
     `Bearer`: a REST header, `Authorization: Token <key>`, is read as
@@ -111,6 +163,7 @@ def http_app(server, host: str):
     app = server.streamable_http_app(host=host, stateless_http=True, json_response=True)
     app.add_middleware(DatabaseOutage)
     app.add_middleware(TokenScheme)
+    app.add_middleware(SaysWhy)
     # Appended, it runs after the SDK's authentication (its middleware come first
     # in the list), so the request's token is known; add_middleware puts a
     # middleware before all of them.

@@ -48,7 +48,7 @@ from accounts import tokens
 from accounts.models import ApiToken, Scope
 from backlog.imports import import_records
 from backlog.models import Bug, Feature, Product, QATest
-from mcp_bridge import server
+from mcp_bridge import auth, server
 from search import service
 from search.indexing.vectors import embed_pending
 from search.models import RateCount
@@ -655,7 +655,28 @@ def test_http_without_a_valid_token_is_refused(http_server, authorization):
         urllib.request.urlopen(request, timeout=10)
 
     assert refused.value.code == 401
-    assert "Bearer" in refused.value.headers["WWW-Authenticate"]
+    challenge, body = refused.value.headers["WWW-Authenticate"], json.loads(refused.value.read())
+    assert challenge.startswith('Bearer realm="qa-search"')
+    if authorization is None:  # RFC 6750: no error code when no credentials came
+        assert body["error_description"].startswith("no token: send the header Authorization: Bearer <token>")
+        assert "error=" not in challenge
+    else:
+        assert body == {"error": "invalid_token", "error_description": auth.BAD_TOKEN}
+        assert f'error="invalid_token", error_description="{auth.BAD_TOKEN}"' in challenge
+
+
+def test_http_with_another_scheme_is_told_which_one_to_use(http_server):
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": "Basic YWxpY2U6c2VjcmV0",
+    }
+    request = urllib.request.Request(http_server, json.dumps(call).encode(), headers, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    assert json.loads(refused.value.read())["error_description"] == auth.OTHER_SCHEME
 
 
 def test_http_answers_a_call_without_a_session_so_any_server_behind_a_balancer_can(http_server, alice_token):
