@@ -16,6 +16,7 @@ Tramline only.
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -563,3 +564,23 @@ def test_an_upload_declared_larger_than_any_report_is_refused_before_a_byte_of_i
     assert over_page.status_code == 413 and "TRIAGE_MAX_BYTES" in over_page.text and "<form" in over_page.text
     assert small.status_code == 200, small.content  # a small one is read, and triaged
     assert CountingUploads.received == 112  # the small one's bytes, and none of the large ones'
+
+
+def test_the_triage_page_starts_on_the_product_a_person_triages_not_the_first_of_the_alphabet(story, carol, dana):
+    from django.test import Client
+
+    def chosen(user) -> str | None:
+        page = Client()
+        page.force_login(user)
+        select = page.get("/triage/").text.split('id="triage-product"')[1].split("</select>")[0]
+        found = re.search(r'<option value="([^"]*)"[^>]*\bselected\b', select)
+        return found.group(1) if found else None
+
+    # Dana sees every product and has triaged nothing: the page asks, it does not guess.
+    assert Product.objects.count() > 1 and chosen(dana) == ""
+    # Carol's only team's product is Tramline's.
+    assert chosen(carol) == "PRD-1"
+    # Once Dana has triaged a run of the other product, it is where her page starts.
+    other = Product.objects.exclude(key="PRD-1").order_by("key").first()
+    service.call({"product": other.key}, dana, data=fixture("pytest"), name="nightly.xml")
+    assert chosen(dana) == other.key

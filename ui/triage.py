@@ -21,6 +21,7 @@ from backlog.models import Product
 from search.contract import SearchError
 from triage import service
 from triage.junit import refuse_declared
+from triage.models import Run
 from writeback import links
 
 
@@ -44,6 +45,7 @@ def triage_run(request):
 
 def _page(request, answer: dict | None, error: str | None, status: int, chosen: str = ""):
     products = access.visible(Product.objects.order_by("name"), request.user)
+    chosen = chosen or _usual_product(request.user, products)
     context = {
         "answer": answer,
         "error": error,
@@ -52,6 +54,17 @@ def _page(request, answer: dict | None, error: str | None, status: int, chosen: 
         "groups": _with_report_links(answer),
     }
     return render(request, "ui/triage.html", context, status=status)
+
+
+def _usual_product(user, products) -> str:
+    """The product a run is most likely of, so none is triaged against another by default:
+    the one this person last triaged, else their only team's product; "" (the page then
+    asks for one) when neither says."""
+    last = access.visible(Run.objects.filter(created_by=user), user).order_by("-created_at")
+    if key := last.values_list("product__key", flat=True).first():
+        return key
+    own = list(products.filter(teams__user=user).values_list("key", flat=True).distinct()[:2])
+    return own[0] if len(own) == 1 else ""
 
 
 def _refused(request, error: SearchError):
