@@ -21,6 +21,7 @@ from ..base import Connector, FeatureRef, HookEvent, Mapped, Page, ProductInfo, 
 from ..http import Client, UpstreamError
 from ..text import adf_to_text, wiki_to_text
 from . import common
+from .jira_write import JiraWriting
 
 PAGE_SIZE = 100
 #: A Jira issue key as Jira makes them: the project key (a letter, then letters,
@@ -81,11 +82,12 @@ STATUS = {
 }
 
 
-class Jira(Connector):
+class Jira(JiraWriting, Connector):
     kind = "jira"
     user_env = "JIRA_EMAIL"
     token_env = "JIRA_API_TOKEN"
     token_required = True
+    SEVERITY = SEVERITY
 
     def make_client(self, user, token) -> Client:
         self.api = str((self.source.mapping or {}).get("api_version") or ("3" if user else "2"))
