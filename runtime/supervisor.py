@@ -34,15 +34,16 @@ from search.indexing.worker import WORKER_NICENESS, Supervisor, die_with_parent
 def run(addrport: str, embed: bool, server: str, mcp_port: int, env: dict[str, str] | None = None) -> None:
     """Serve at `addrport` until stopped, with the helpers beside the server; `env`: variables
     set for every process started (the database role they run as: runtime/postgres/roles.py)."""
-    # Stopped by SIGTERM (a service manager, `docker stop`), exit as on
-    # Ctrl-C: the children are stopped and the embedded database detached.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # Stopped by SIGTERM (a service manager, `docker stop`, `kill` of `make run`):
+    # the children are stopped and the embedded database detached, and a stop
+    # asked for is a success (exit 0), not make's "Error 143".
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     # And when whatever started us dies (`make run` stopped by its PID: make
     # passes no signal on), the kernel sends that SIGTERM too.
     parent = os.getppid()
     die_with_parent()
     if os.getppid() != parent:  # it died before we asked
-        sys.exit(128 + signal.SIGTERM)
+        sys.exit(0)
     env = env or {}
     children = helpers(addrport, embed, mcp_port, env)
     # gunicorn on a socket of its own, which only the front (runtime.front) reaches:

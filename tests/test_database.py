@@ -184,7 +184,7 @@ def test_serve_stopped_by_sigterm_stops_its_worker_and_a_killed_process_does_not
         for process in (server, victim, *worker):
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
-    assert server.returncode == 128 + signal.SIGTERM
+    assert server.returncode == 0  # a stop asked for is a success (make prints no "Error 143")
     assert not worker[0].is_running(), "the embedding worker must stop with serve"
 
     deadline = time.monotonic() + 30
