@@ -190,7 +190,9 @@ def test_an_answer_lost_on_the_way_is_found_by_its_marker_and_makes_one_issue(ji
     assert (write.status, write.attempts, write.record_key) == (Status.SENT, 2, issue["key"])
     read = [r.path for r in jira.requests if r.path.endswith("/properties/qa-search")]
     assert read[-1] == f"/rest/api/{jira.api}/issue/{issue['id']}/properties/qa-search"
-    assert any(r.path == f"/rest/api/{jira.api}/issue/{issue['key']}" for r in jira.requests) == lagging
+    # Lagging, the search since the write finds nothing: the keys after the project's highest are read directly.
+    probed = any("ORDER BY key DESC" in (r.query.get("jql") or "") for r in jira.requests)
+    assert probed == lagging
 
 
 def mark(user, duplicate: str, original: str):
@@ -260,7 +262,7 @@ def test_a_mark_retried_after_a_busy_jira_sends_no_second_link(jira, wanda):
         503,
         body={"errorMessages": ["Service Unavailable"]},
         path=f"/rest/api/{jira.api}/issue/{duplicate['id']}/transitions",
-        times=2,
+        times=3,  # each of the read's three tries (quick_retries): the write is left pending
     )
 
     write = mark(wanda, duplicate["key"], original["key"]).json()

@@ -187,7 +187,7 @@ def writable_source(key: str, sources: list[Source]) -> Source:
         raise _because(
             CannotFile(
                 f"{key} is fed by {sources[0]} ({sources[0].get_kind_display()}), where filing is not built yet; "
-                f"GitHub sources file now ({WRITING_BACK})."
+                f"GitHub and Jira sources file now ({WRITING_BACK})."
             ),
             sources[0],
         )

@@ -144,8 +144,8 @@ class JiraWriting:
                     return self._ours(str(issue["id"]))
             if position is None:
                 break
-        if not newest:  # nothing since: the newest issue of the project, however old
-            issues, _ = self.page(f"{project} ORDER BY created DESC", ["key"], 1, None)
+        if not newest:  # nothing since: the highest key of the project, however old (keys grow, dates not)
+            issues, _ = self.page(f"{project} ORDER BY key DESC", ["key"], 1, None)
             newest = max((_number(i.get("key")) for i in issues), default=0)
         return self._unindexed(newest, marker)
 

@@ -241,6 +241,8 @@ class FakeJiraWrites(FakeJira):
             matches = [i for i in matches if datetime.fromisoformat(i["fields"]["created"]) >= since]
         if by_created:
             matches.sort(key=lambda i: (datetime.fromisoformat(i["fields"]["created"]), int(i["id"])), reverse=True)
+        elif re.fullmatch(r"key\s+DESC", order.strip(), flags=re.I):
+            matches.sort(key=lambda i: int(i["key"].rsplit("-", 1)[1]), reverse=True)
         return matches
 
     # -- links -----------------------------------------------------------------------------------
