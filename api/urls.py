@@ -23,6 +23,8 @@ urlpatterns = [
     path("bugs/file", writes.FileBugView.as_view(), name="file-bug"),
     path("bugs/<str:key>/duplicate-of", writes.DuplicateOfView.as_view(), name="duplicate-of"),
     path("writes/<int:write>", writes.WriteView.as_view(), name="write"),
+    path("writes/<int:write>/retry", writes.WriteActionView.as_view(action="retry"), name="write-retry"),
+    path("writes/<int:write>/drop", writes.WriteActionView.as_view(action="drop"), name="write-drop"),
     path("runs", runs.RunsView.as_view(), name="runs"),
     path("runs/<int:run>", runs.RunView.as_view(), name="run"),
     path("runs/<int:run>/decisions", runs.DecisionsView.as_view(), name="run-decisions"),

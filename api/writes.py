@@ -11,7 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from writeback import service
+from writeback import outbox, service
 from writeback.models import Surface
 
 from . import schema
@@ -92,3 +92,27 @@ class WriteView(APIView):
     )
     def get(self, request, write: int):
         return Response(service.get(write, request.user))
+
+
+class WriteActionView(APIView):
+    """POST /api/writes/<id>/retry or /drop: writeback.outbox, for the person who asked or staff."""
+
+    permission_classes = [*APIView.permission_classes, TokenMayWrite]
+    action = "retry"
+
+    @extend_schema(
+        summary="Retry a failed write, or drop a pending or failed one",
+        description="retry: a failed write is sent again, its marker asked for first (no second issue); "
+        "drop: a pending or failed write is never sent. The person who asked, or staff who see its product.",
+        request=None,
+        responses={
+            200: OpenApiResponse(description=WRITE),
+            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
+            404: OpenApiResponse(schema.ref(schema.Error), description="no write of that id you can handle"),
+            409: OpenApiResponse(schema.ref(schema.Error), description="not failed (retry), or sent or dropped"),
+        },
+        tags=["writing back"],
+    )
+    def post(self, request, write: int):
+        change = outbox.retry if self.action == "retry" else outbox.drop
+        return Response(change(write, request.user, Surface.REST))

@@ -177,7 +177,7 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
             upstream_url=str(issue.get("html_url") or "")[:500],
             record_key=record.values_list("key", flat=True).first() or "",
             error="; ".join(tally.errors),  # a record not written here says why, the write is still sent
-            note=connector.note,
+            note=connector.note or write.note,  # a retry says who retried it
             sent_at=timezone.now(),
         )
 
