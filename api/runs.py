@@ -65,9 +65,13 @@ class RunsView(OneValueEach, APIView):
         request={"application/xml": {"type": "string"}, "multipart/form-data": {"type": "object"}},
         responses={
             200: OpenApiResponse(description=TRIAGE),
-            400: OpenApiResponse(schema.ref(schema.Error), description="not a JUnit report: the line and why"),
-            404: OpenApiResponse(schema.ref(schema.Error), description="no product of that key you can see"),
-            413: OpenApiResponse(schema.ref(schema.Error), description="over TRIAGE_MAX_BYTES"),
+            **schema.errors(
+                {
+                    400: "not a JUnit report: the line and why",
+                    404: "no product of that key you can see",
+                    413: "over TRIAGE_MAX_BYTES",
+                }
+            ),
         },
         tags=["triage"],
     )

@@ -60,6 +60,11 @@ def ref(model: type[BaseModel]) -> dict:
     return {"$ref": REF_TEMPLATE.format(model=model.__name__)}
 
 
+def errors(described: dict[int, str]) -> dict[int, OpenApiResponse]:
+    """An endpoint's own error answers, each in the shape of `Error`, by status: {404: "no run of that id"}."""
+    return {status: OpenApiResponse(ref(Error), description=description) for status, description in described.items()}
+
+
 def parameters(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[OpenApiParameter]:
     """The model's fields as parameters: `path` ones in the URL, the rest in the query string."""
     schema = model.model_json_schema(ref_template=REF_TEMPLATE)

@@ -17,7 +17,7 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils.text import capfirst
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import permissions, status, viewsets
 from rest_framework.exceptions import NotFound, PermissionDenied, UnsupportedMediaType, ValidationError
@@ -259,9 +259,13 @@ class ImportView(OneValueEach, APIView):
         request={parser.media_type: {"type": "string"} for parser in PARSERS},
         responses={
             200: serializers.ImportReportSerializer,
-            400: OpenApiResponse(schema.ref(schema.Error), description="invalid records; nothing was written"),
-            403: OpenApiResponse(schema.ref(schema.Error), description="missing add or change permissions"),
-            413: OpenApiResponse(schema.ref(schema.Error), description="the body is over IMPORT_MAX_BYTES"),
+            **schema.errors(
+                {
+                    400: "invalid records; nothing was written",
+                    403: "missing add or change permissions",
+                    413: "the body is over IMPORT_MAX_BYTES",
+                }
+            ),
         },
         tags=["import"],
     )

@@ -33,9 +33,13 @@ class FileBugView(APIView):
         responses={
             201: OpenApiResponse(description=WRITE),
             200: OpenApiResponse(description="the Idempotency-Key's earlier write"),
-            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
-            404: OpenApiResponse(schema.ref(schema.Error), description="no product of that key you can see"),
-            409: OpenApiResponse(schema.ref(schema.Error), description="its source does not write back"),
+            **schema.errors(
+                {
+                    403: "a read-only token",
+                    404: "no product of that key you can see",
+                    409: "its source does not write back",
+                }
+            ),
         },
         tags=["writing back"],
     )
@@ -58,12 +62,13 @@ class DuplicateOfView(APIView):
         responses={
             201: OpenApiResponse(description=WRITE),
             200: OpenApiResponse(description="the Idempotency-Key's earlier write"),
-            400: OpenApiResponse(schema.ref(schema.Error), description="no 'of', or a bug named its own duplicate"),
-            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
-            404: OpenApiResponse(schema.ref(schema.Error), description="no bug of that key you can see"),
-            409: OpenApiResponse(
-                schema.ref(schema.Error),
-                description="not both synced from one source, its source does not write back, or already marked",
+            **schema.errors(
+                {
+                    400: "no 'of', or a bug named its own duplicate",
+                    403: "a read-only token",
+                    404: "no bug of that key you can see",
+                    409: "not both synced from one source, its source does not write back, or already marked",
+                }
             ),
         },
         tags=["writing back"],
@@ -86,7 +91,11 @@ class WriteView(APIView):
         summary="A write to a tracker",
         responses={
             200: OpenApiResponse(description=WRITE),
-            404: OpenApiResponse(schema.ref(schema.Error), description="no write of that id you can see"),
+            **schema.errors(
+                {
+                    404: "no write of that id you can see",
+                }
+            ),
         },
         tags=["writing back"],
     )
@@ -107,9 +116,13 @@ class WriteActionView(APIView):
         request=None,
         responses={
             200: OpenApiResponse(description=WRITE),
-            403: OpenApiResponse(schema.ref(schema.Error), description="a read-only token"),
-            404: OpenApiResponse(schema.ref(schema.Error), description="no write of that id you can handle"),
-            409: OpenApiResponse(schema.ref(schema.Error), description="not failed (retry), or sent or dropped"),
+            **schema.errors(
+                {
+                    403: "a read-only token",
+                    404: "no write of that id you can handle",
+                    409: "not failed (retry), or sent or dropped",
+                }
+            ),
         },
         tags=["writing back"],
     )

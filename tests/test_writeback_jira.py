@@ -29,7 +29,7 @@ from writeback.models import Operation, Status, UpstreamWrite
 
 from .conftest import client_with_token
 from .test_ui_browser import browser, close, log_in, new_page  # noqa: F401
-from .test_writeback_ui import staff
+from .test_writeback_ui import file_from_the_page, staff
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 
@@ -316,13 +316,7 @@ def test_a_comment_carries_its_marker_and_a_lost_answer_is_found_among_the_comme
 def test_in_chromium_filing_from_the_page_lands_on_the_jira_key(jira, browser, live_server, django_user_model):  # noqa: F811
     page = new_page(browser, live_server)
     log_in(page, staff(django_user_model, "wanda", "hadoop-qa"), live_server)
-    page.goto("/bugs/new/")
-    page.locator("#id_product").select_option("HADOOP")
-    expect(page.locator("#filed-where")).to_contain_text("(HADOOP); the record here is made from its answer")
-    page.locator("#id_title").fill(DRAFT["title"])
-    page.locator("#id_steps").fill(DRAFT["steps"])
-    page.locator("#id_actual_result").fill(DRAFT["actual_result"])
-    page.get_by_role("button", name="File bug").click()
+    file_from_the_page(page, "HADOOP", "(HADOOP); the record here is made from its answer", DRAFT)
 
     expect(page.get_by_role("heading", name="Filed HADOOP-")).to_be_visible()
     (issue,) = jira.made()

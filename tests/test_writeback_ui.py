@@ -191,6 +191,16 @@ def test_a_triaged_failure_s_report_as_new_bug_files_in_github_the_same_way(wand
     assert UpstreamWrite.objects.get().surface == "ui"
 
 
+def file_from_the_page(page, product: str, where: str, draft: dict = DRAFT) -> None:
+    """On report-a-bug in Chromium: the draft for `product`, the page saying `where` it is filed, then "File bug"."""
+    page.goto("/bugs/new/")
+    page.locator("#id_product").select_option(product)
+    expect(page.locator("#filed-where")).to_contain_text(where)
+    for name in ("title", "steps", "actual_result"):
+        page.locator(f"#id_{name}").fill(draft[name])
+    page.get_by_role("button", name="File bug").click()
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_in_chromium_filing_from_the_page_lands_on_the_github_key_and_the_record(
@@ -201,13 +211,7 @@ def test_in_chromium_filing_from_the_page_lands_on_the_github_key_and_the_record
 ):
     page = new_page(browser, live_server)
     log_in(page, staff(django_user_model, "wanda", "seamonkey-qa"), live_server)
-    page.goto("/bugs/new/")
-    page.locator("#id_product").select_option("SEAMONKEY")
-    expect(page.locator("#filed-where")).to_contain_text("Files the issue in GitHub Issues (mozilla/seamonkey)")
-    page.locator("#id_title").fill(DRAFT["title"])
-    page.locator("#id_steps").fill(DRAFT["steps"])
-    page.locator("#id_actual_result").fill(DRAFT["actual_result"])
-    page.get_by_role("button", name="File bug").click()
+    file_from_the_page(page, "SEAMONKEY", "Files the issue in GitHub Issues (mozilla/seamonkey)")
 
     (issue,) = created(github)
     key = f"mozilla/seamonkey#{issue['number']}"

@@ -22,11 +22,11 @@ from django.db import IntegrityError, transaction
 
 from backlog.models import Bug
 from connectors.base import Connector
-from connectors.models import SyncedRecord
 from connectors.sources import connector_class
 from triage import service as triage
 from triage.models import Failure, Run
 
+from . import service, worker
 from .models import Operation, UpstreamWrite
 
 #: Failing tests a comment names before "and N more".
@@ -43,28 +43,30 @@ def decide(run_id: int, params: Mapping[str, Any], user, surface: str) -> tuple[
         run = Run.objects.select_related("product").get(pk=run_id)
         bug = Bug.objects.get(product=run.product, key__iexact=params["bug"])
         write = _comment(run, str(params["signature"]), bug, user, surface)
-        if write is not None:
-            answer = _with_write(run, str(params["signature"]), bug.key, write.pk)
+        if write is not None:  # the run is still locked by triage.decide: this transaction's
+            _with_write(answer, str(params["signature"]), bug.key, write.pk)
+            Run.objects.filter(pk=run_id).update(answer=answer)
     return answer, write
 
 
 def _comment(run: Run, signature: str, bug: Bug, user, surface: str) -> UpstreamWrite | None:
     """The comment's outbox row, or None: the bug is not upstream, its source writes nothing
     back or comments not, or this run has already commented on it."""
-    synced = SyncedRecord.objects.select_related("source").filter(kind="bug", key=bug.key, source__enabled=True)
-    synced = synced.order_by("pk").first()
+    synced = service.synced_from(bug)
     if synced is None or not synced.source.write_back:
         return None
     if connector_class(synced.source.kind).comment is Connector.comment:
         return None
     name = user.get_full_name() or user.get_username() if getattr(user, "pk", None) else "a curator"
+    tests = _tests(run, signature)
+    keyed = bug.key if synced.source.kind == "jira" else None  # a Jira issue's key is the record's
     draft = {
         "key": bug.key,
         "number": synced.upstream_id,
-        "upstream": bug.key if synced.source.kind == "jira" else f"{synced.source.project}#{synced.upstream_id}",
+        "upstream": worker.name(synced.source, synced.upstream_id, keyed),
         "run": run.pk,
-        "test": _tests(run, signature)[0],
-        "body": _body(run, signature, name),
+        "test": tests[0],
+        "body": _body(run, tests, name),
     }
     try:
         with transaction.atomic():
@@ -86,9 +88,8 @@ def _tests(run: Run, signature: str) -> list[str]:
     return list(tests) or ["(a test of this run)"]
 
 
-def _body(run: Run, signature: str, name: str) -> str:
+def _body(run: Run, tests: list[str], name: str) -> str:
     """The comment: the failing test(s), the run and when it failed, and who linked it."""
-    tests = _tests(run, signature)
     named = ", ".join(f"`{test}`" for test in tests[:TESTS_NAMED])
     more = f" and {len(tests) - TESTS_NAMED} more" if len(tests) > TESTS_NAMED else ""
     when = run.created_at.strftime("%Y-%m-%d %H:%M UTC")
@@ -100,13 +101,10 @@ def _body(run: Run, signature: str, name: str) -> str:
     )
 
 
-def _with_write(run: Run, signature: str, key: str, write_id: int) -> dict:
-    """The run's answer with the write's id on the confirmed suggestion, stored."""
-    run = Run.objects.select_for_update().get(pk=run.pk)
-    for group in run.answer["groups"]:
+def _with_write(answer: dict, signature: str, key: str, write_id: int) -> None:
+    """The write's id on the run's answer's confirmed suggestion."""
+    for group in answer["groups"]:
         if group["signature"] == signature:
             for suggestion in group["suggestions"]:
                 if suggestion["key"] == key:
                     suggestion["write"] = write_id
-    run.save(update_fields=["answer"])
-    return run.answer

@@ -133,10 +133,15 @@ def _bug(key: str, user) -> Bug:
     return bug
 
 
+def synced_from(bug: Bug) -> SyncedRecord | None:
+    """The upstream item `bug` was synced from (its source with it), if an enabled source holds one."""
+    synced = SyncedRecord.objects.select_related("source").filter(kind="bug", key=bug.key, source__enabled=True)
+    return synced.order_by("pk").first()
+
+
 def _synced(bug: Bug) -> tuple[SyncedRecord, Source]:
     """The upstream item `bug` was synced from, and its source; or why there is none to mark."""
-    synced = SyncedRecord.objects.select_related("source").filter(kind="bug", key=bug.key, source__enabled=True)
-    synced = synced.order_by("pk").first()
+    synced = synced_from(bug)
     if synced is None:
         raise CannotMark(
             f"{bug.key} was not synced from a tracker (it was made here), so there is nothing upstream to mark; "

@@ -160,7 +160,7 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
     product = write.product
     tally = Tally()
     number = connector.upstream_id(issue)
-    upstream_key = str(issue.get("key") or f"{write.source.project}#{number}")
+    upstream_key = name(write.source, number, issue.get("key"))
     context = {"source": write.source.name, "user": write.requested_by_id, "via": write.surface}
     with transaction.atomic(), surface("writeback", upstream=upstream_key, write=write.pk, **context):
         if not _still_held(write):
@@ -180,6 +180,12 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
             note=connector.note or write.note,  # a retry says who retried it
             sent_at=timezone.now(),
         )
+
+
+def name(source, number, key: str | None = None) -> str:
+    """How the tracker names an issue: its own key where it has one (Jira's HADOOP-12), else
+    the project's number (GitHub's mozilla/seamonkey#12)."""
+    return str(key or f"{source.project}#{number}")
 
 
 def commented(write: UpstreamWrite, comment: dict) -> None:
