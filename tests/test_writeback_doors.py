@@ -8,6 +8,7 @@ her writes; a read-only token changes nothing.
 """
 
 import pytest
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 
 from tests.upstream.github import FakeGitHub
@@ -85,14 +86,39 @@ def test_only_who_asked_or_staff_who_see_the_product_may_and_a_read_only_token_m
     assert UpstreamWrite.objects.get().status == Status.FAILED
 
 
-def test_the_admin_lists_the_writes_and_retries_or_drops_the_selected(github, wanda, django_user_model):
+def test_the_audit_trail_keeps_each_change_of_a_write_and_who_made_it_through_what(github, wanda):
+    turn_issues(github, False)
+    failed = story.file(client_with_token(wanda)).json()
+    turn_issues(github, True)
+    assert client_with_token(wanda).post(f"/api/writes/{failed['id']}/retry").json()["status"] == "sent"
+
+    events = UpstreamWrite.objects.get(pk=failed["id"]).events.order_by("pgh_id")
+    # One context a request (pghistory's), so the events of the retry's POST share its url and user.
+    seen = [(e.pgh_label, e.status, e.attempts, e.pgh_context.metadata["url"]) for e in events]
+    filed, retry = "/api/bugs/file", f"/api/writes/{failed['id']}/retry"
+    assert seen == [
+        ("insert", "pending", 0, filed),  # asked for
+        ("update", "pending", 1, filed),  # its first send begun, within the POST's wait
+        ("update", "failed", 1, filed),  # GitHub's 410
+        ("update", "pending", 1, retry),  # retried
+        ("update", "pending", 2, retry),  # sent again, the marker asked for first
+        ("update", "sent", 2, retry),
+    ]
+    retried = events[3]
+    assert retried.pgh_context.metadata["user"] == wanda.pk and retried.note == "retried by Wanda through rest"
+    assert events[2].error == failed["error"] and retried.error == ""  # GitHub's words, kept in the trail
+
+
+def test_a_curator_s_admin_lists_the_writes_and_retries_or_drops_the_selected(github, wanda, django_user_model):
     turn_issues(github, False)
     first = story.file(client_with_token(wanda)).json()
     second = story.file(client_with_token(wanda), {**story.DRAFT, "title": "Tabs reopen in the wrong window"}).json()
     turn_issues(github, True)
-    admin = django_user_model.objects.create_superuser("ada", password="a-long-passphrase")
+    curator = django_user_model.objects.create_user("ada", password="a-long-passphrase", is_staff=True)
+    curator.groups.add(Group.objects.get(name="seamonkey-qa"))
+    curator.user_permissions.add(Permission.objects.get(codename="view_upstreamwrite"))
     page = Client()
-    page.force_login(admin)
+    page.force_login(curator)
 
     listing = page.get("/admin/writeback/upstreamwrite/?status__exact=failed").content.decode()
     assert listing.count('class="action-select"') == 2 and "Retry the selected failed writes" in listing
@@ -109,4 +135,11 @@ def test_the_admin_lists_the_writes_and_retries_or_drops_the_selected(github, wa
     states = dict(UpstreamWrite.objects.values_list("id", "status"))
     assert states == {first["id"]: Status.SENT, second["id"]: Status.DROPPED}
     assert [issue["title"] for issue in story.created(github)] == [story.DRAFT["title"]]
-    assert UpstreamWrite.objects.get(pk=first["id"]).note == "retried by ada through ui"
+    assert UpstreamWrite.objects.get(pk=first["id"]).note == "retried by ada through admin"
+    retried = UpstreamWrite.objects.get(pk=first["id"]).events.exclude(note="").order_by("pgh_id").first()
+    assert retried.pgh_context.metadata["url"] == "/admin/writeback/upstreamwrite/"
+    assert retried.pgh_context.metadata["user"] == curator.pk
+    trail = page.get(f"/admin/writeback/upstreamwrite/{first['id']}/change/").content.decode()
+    assert trail.index(": failed, 1 sends begun.") < trail.index(
+        ": pending, 1 sends begun. retried by ada through admin"
+    )

@@ -6,7 +6,8 @@ is one more thin door over the same rules (who may, what may change).
 """
 
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.db import models
+from django.utils.html import format_html, format_html_join
 
 from backlog import access
 from search.contract import SearchError
@@ -36,6 +37,24 @@ class UpstreamWriteAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    readonly_fields = ("trail",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}  # shown, never edited: Django 6's default
+
+    @admin.display(description="its trail")
+    def trail(self, write):
+        """Each change of the write from the audit trail: when, what it came to, who asked and where."""
+        rows = [
+            (
+                event.pgh_created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                event.status,
+                event.attempts,
+                event.error or event.note or "",
+                (event.pgh_context.metadata.get("url") if event.pgh_context else None) or "the sender",
+            )
+            for event in write.events.select_related("pgh_context").order_by("pgh_id")
+        ]
+        return format_html_join("", "<div>{}: {}, {} sends begun. {} ({})</div>", rows) or "—"
+
     @admin.display(description="upstream")
     def upstream(self, write):
         if write.upstream_url:
@@ -58,7 +77,7 @@ class UpstreamWriteAdmin(admin.ModelAdmin):
     def _each(self, request, queryset, change, done: str) -> None:
         for pk in queryset.values_list("pk", flat=True):
             try:
-                write = change(pk, request.user, Surface.UI)
+                write = change(pk, request.user, Surface.ADMIN)
             except SearchError as exc:
                 self.message_user(request, f"Write {pk}: {exc}", messages.WARNING)
             else:

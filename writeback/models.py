@@ -7,6 +7,11 @@ words: nothing was made there, nothing here) or `dropped` (by a person). Its
 `marker` rides in the upstream write (for GitHub a hidden line in the issue's
 body), so an answer lost in flight is settled by looking for it, not by
 sending again.
+
+Every change of a row is in the audit trail (backlog.models.audited: who, through
+which surface, when): made, each send begun, sent or failed, retried or dropped
+by a person. Its draft is left out (it never changes; the row holds it), and so
+are the back-off's times.
 """
 
 import secrets
@@ -15,6 +20,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from backlog.models import audited
 
 
 class Operation(models.TextChoices):
@@ -34,12 +41,14 @@ class Surface(models.TextChoices):
     REST = "rest", "REST"
     MCP = "mcp", "MCP"
     UI = "ui", "UI"
+    ADMIN = "admin", "admin"
 
 
 def new_marker() -> str:
     return secrets.token_hex(16)
 
 
+@audited("draft", "next_try_at", "updated_at")
 class UpstreamWrite(models.Model):
     source = models.ForeignKey("connectors.Source", on_delete=models.PROTECT, related_name="writes")
     product = models.ForeignKey("backlog.Product", on_delete=models.PROTECT, related_name="upstream_writes")

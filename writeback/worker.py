@@ -37,6 +37,7 @@
 import logging
 import random
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
@@ -161,8 +162,7 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
     tally = Tally()
     number = connector.upstream_id(issue)
     upstream_key = name(write.source, number, issue.get("key"))
-    context = {"source": write.source.name, "user": write.requested_by_id, "via": write.surface}
-    with transaction.atomic(), surface("writeback", upstream=upstream_key, write=write.pk, **context):
+    with transaction.atomic(), _writing(write, upstream_key):
         if not _still_held(write):
             return
         info = ProductInfo(product.key, product.name, product.description)
@@ -190,8 +190,7 @@ def name(source, number, key: str | None = None) -> str:
 
 def commented(write: UpstreamWrite, comment: dict) -> None:
     """A comment made (or found by its marker): the write sent, pointing at it."""
-    context = {"source": write.source.name, "user": write.requested_by_id, "via": write.surface}
-    with transaction.atomic(), surface("writeback", upstream=write.draft["upstream"], write=write.pk, **context):
+    with transaction.atomic(), _writing(write, write.draft["upstream"]):
         if _still_held(write):
             settle(
                 write,
@@ -201,6 +200,17 @@ def commented(write: UpstreamWrite, comment: dict) -> None:
                 record_key=write.draft["key"],
                 sent_at=timezone.now(),
             )
+
+
+@contextmanager
+def _writing(write: UpstreamWrite, upstream: str):
+    """The audit trail's context of what a send writes: the write, its source and upstream's
+    key, and as its user the person who asked, unless a person's request sends it (the one
+    who retried it is that request's user; pghistory keeps one context a request)."""
+    context = {"source": write.source.name, "via": write.surface}
+    with surface("writeback", upstream=upstream, write=write.pk, **context) as current:
+        current.metadata.setdefault("user", write.requested_by_id)
+        yield
 
 
 def _deadline() -> timedelta:
