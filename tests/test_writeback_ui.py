@@ -83,6 +83,28 @@ def test_a_team_member_files_from_the_page_and_lands_on_github_s_key_and_the_rec
     assert 'http-equiv="refresh"' not in html and wanda.get(f"/records/SEAMONKEY-{number}/").status_code == 200
 
 
+def test_filed_as_a_duplicate_from_the_page_it_is_one_issue_closed_upstream_as_a_duplicate(wanda, github):  # noqa: F811
+    issues = github.repos[github.main]["issues"].values()
+    original = next(i["number"] for i in issues if i["state"] == "open" and "pull_request" not in i)
+    form = {**open_form(wanda), **FORM, "duplicate_of": f"SEAMONKEY-{original}"}
+
+    page = submit(wanda, form)
+    submit(wanda, form)  # sent twice (a double click): the same write
+
+    (issue,) = created(github)
+    number = issue["number"]
+    filing, marking = UpstreamWrite.objects.order_by("pk")
+    assert (filing.operation, filing.status, marking.operation, marking.status) == ("file", "sent", "duplicate", "sent")
+    assert marking.draft["key"] == f"SEAMONKEY-{number}" and marking.requested_by.username == "wanda"
+    issue = github.issue(number)
+    assert (issue["state"], issue["state_reason"]) == ("closed", "duplicate")
+    assert github.repos[github.main]["comments"][number][0]["body"].startswith(f"Duplicate of #{original}\n")
+    bug = Bug.objects.get(key=f"SEAMONKEY-{number}")
+    assert (bug.status, bug.duplicate_of.key) == ("duplicate", f"SEAMONKEY-{original}")  # upstream's answer
+    assert f"Filed mozilla/seamonkey#{number}" in text(page)
+    assert not Bug.objects.filter(key__startswith="BUG-").exists()
+
+
 def test_the_page_says_beside_the_button_where_the_bug_goes(wanda):
     page = text(wanda.get("/bugs/new/?product=SEAMONKEY"))
 

@@ -16,7 +16,7 @@ import secrets
 from connectors.models import Source
 from search.contract import SearchError
 from writeback import service
-from writeback.contract import CannotFile, WriteBackOff
+from writeback.contract import CannotFile, CannotMark, WriteBackOff
 from writeback.models import Status, Surface, UpstreamWrite
 
 REFRESH_SECONDS = 3
@@ -65,16 +65,17 @@ def _here(why: str) -> dict:
     return {"upstream": False, "note": f"Filed here only: {why}"}
 
 
-def file_upstream(form, user) -> dict | None:
-    """File the valid form's draft in its product's tracker: the write (WriteResponse's
-    JSON); None when the product's tracker takes no writes (file it here) or when the
-    service refused the draft (its reason is then on the form)."""
+def file_upstream(form, user, duplicate_of: str | None = None) -> dict | None:
+    """File the valid form's draft in its product's tracker (then marked a duplicate of
+    `duplicate_of` there): the write (WriteResponse's JSON); None when the product's tracker
+    takes no writes, or the original is not its issue (file it here), or when the service
+    refused the draft (its reason is then on the form)."""
     data = form.cleaned_data
     params = {name: data[name].strip() for name in DRAFT_FIELDS if (data.get(name) or "").strip()}
     params["product"] = data["product"].key
     try:
-        return service.file(params, user, Surface.UI, data.get("idempotency_key") or None).write
-    except (WriteBackOff, CannotFile):
+        return service.file(params, user, Surface.UI, data.get("idempotency_key") or None, duplicate_of).write
+    except (WriteBackOff, CannotFile, CannotMark):
         return None
     except SearchError as exc:  # a draft the tracker's bounds refuse, a key reused for another draft
         form.add_error(None, str(exc))

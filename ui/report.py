@@ -135,11 +135,12 @@ def _filed(request, form, original: str | None):
         form.add_error(
             "product", f"{original} is a bug of {found.product.key}: choose that product to file a duplicate of it."
         )
-    elif found:  # marking a duplicate upstream is the next slice of writing back: here only, for now
+    elif (write := filing.file_upstream(form, request.user, found.key if found else None)) is not None:
+        return redirect(f"{reverse('ui:report_bug')}?write={write['id']}")  # a duplicate: filed, then marked
+    elif found and not form.errors:  # the original is no issue of the product's tracker: here only
         bug = _file(form.cleaned_data, request.user, found)
         messages.success(request, f"Filed {bug.key} as a duplicate of {original}.")
         return redirect("ui:record", original)
-    elif (write := filing.file_upstream(form, request.user)) is not None:
         return redirect(f"{reverse('ui:report_bug')}?write={write['id']}")
     elif not form.errors:
         bug = _file(form.cleaned_data, request.user, None)

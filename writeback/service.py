@@ -46,16 +46,38 @@ class Filed(NamedTuple):
     created: bool  # False: the idempotency key's earlier write
 
 
-def file(params: Mapping[str, Any], user, surface: str, idempotency_key: str | None = None) -> Filed:
-    """File a draft bug upstream (FileRequest's fields); the write, and whether this call made it."""
+def file(
+    params: Mapping[str, Any],
+    user,
+    surface: str,
+    idempotency_key: str | None = None,
+    duplicate_of: str | None = None,
+) -> Filed:
+    """File a draft bug upstream (FileRequest's fields); the write, and whether this call made it.
+
+    With `duplicate_of` (a bug synced from the same tracker), the issue filed is then marked
+    its duplicate there: once it is sent, the sender adds that write (`Operation.DUPLICATE`,
+    one per filed write) in the transaction that settles it, so the link comes back from
+    upstream as any duplicate's does."""
     if user is None or not user.is_authenticated:
         raise SearchError("filing in a tracker is done as a person: sign in, or start the MCP server with --user.")
     request = parse(FileRequest, params)
     key = (idempotency_key or request.idempotency_key or "").strip()
     product = _product(request.product, user)
     source = _writable_source(product)
-    digest = hashlib.sha256(json.dumps(request.model_dump(exclude={"idempotency_key"}), sort_keys=True).encode())
+    asked = request.model_dump(exclude={"idempotency_key"})
     draft = {**request.draft(), "filed_by": user.get_full_name() or user.get_username()}
+    if duplicate_of:
+        original = _bug(duplicate_of, user)
+        first, other = _synced(original)
+        if other.pk != source.pk or not connector_class(source.kind).marks_duplicates:
+            raise CannotMark(
+                f"{original.key} comes from {other}, and {product.key}'s bugs are filed in {source}: a tracker "
+                "links only its own issues, so file it as new or name a bug of the same tracker."
+            )
+        draft["duplicate_of"] = {"of": original.key, "original": first.upstream_id}
+        asked["duplicate_of"] = original.key
+    digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode())
     return _outbox(Operation.FILE, source, product, draft, user, surface, key, digest.hexdigest())
 
 

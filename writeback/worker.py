@@ -76,9 +76,14 @@ def send_due(limit: int | None = None) -> int:
 def send_now(write_id: int, seconds: float) -> None:
     """Send one write now, within `seconds` (a surface waiting for its answer); nothing
     when another sender holds it or it is not due."""
+    began = time.monotonic()
     write = claim(write_id, seconds)
     if write is not None:
         attempt(write, seconds)
+        after = UpstreamWrite.objects.filter(source=write.source, once=f"duplicate-after:{write.pk}")
+        left = seconds - (time.monotonic() - began)
+        if left > 1 and (then := after.values_list("pk", flat=True).first()):  # filed as a duplicate: mark it
+            send_now(then, left)
 
 
 def claim(write_id: int | None = None, seconds: float | None = None) -> UpstreamWrite | None:
@@ -180,6 +185,27 @@ def written(write: UpstreamWrite, connector, issue: dict) -> None:
             note=connector.note or write.note,  # a retry says who retried it
             sent_at=timezone.now(),
         )
+        if write.draft.get("duplicate_of") and write.record_key:
+            then_mark_duplicate(write, number)
+
+
+def then_mark_duplicate(write: UpstreamWrite, number) -> UpstreamWrite | None:
+    """A bug filed as a duplicate of another (service.file's duplicate_of): its marking, the
+    next write, made once (`once`) in the transaction that settles the filing."""
+    asked = write.draft["duplicate_of"]
+    draft = {"key": write.record_key, "number": number, "filed_by": write.draft["filed_by"], **asked}
+    made, _ = UpstreamWrite.objects.get_or_create(
+        source=write.source,
+        once=f"duplicate-after:{write.pk}",
+        defaults={
+            "product": write.product,
+            "operation": Operation.DUPLICATE,
+            "draft": draft,
+            "requested_by_id": write.requested_by_id,
+            "surface": write.surface,
+        },
+    )
+    return made
 
 
 def name(source, number, key: str | None = None) -> str:

@@ -474,6 +474,7 @@ class FakeGitHub(Upstream):
             return Response(422, {"message": "Validation Failed", "errors": [error], "documentation_url": docs})
         labels = [str(label) for label in body.get("labels") or []]
         made = datetime.now(UTC).replace(microsecond=0)  # GitHub's clock: the real one, not the story's
+        self.clock = max(self.clock, made)  # and what happens to the issue after, happens after it
         issue = self.add(
             title, body.get("body"), labels=labels, user=self.login, created=made, repo=repo["meta"]["full_name"]
         )
