@@ -9,6 +9,7 @@ way, adds none.
 """
 
 import pytest
+from django.test import Client
 
 from backlog.models import Bug
 from connectors.models import Source
@@ -18,6 +19,7 @@ from writeback.models import Operation, Status, UpstreamWrite
 
 from . import test_writeback as story
 from .conftest import client_with_token
+from .test_writeback_ui import text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
 github, wanda, due_now = story.github, story.wanda, story.due_now  # its fixtures, and a helper
@@ -106,6 +108,33 @@ def test_a_confirmed_link_comments_once_on_the_issue_naming_the_test_the_run_and
     assert decide(client, later, REPLY_ALL, key).status_code == 200
     assert worker.send_due() == 1
     assert len(comments(github, number)) == len(before) + 2
+
+
+def test_the_triage_page_shows_the_comment_pending_sent_with_its_link_or_failed_in_github_s_words(github, wanda):
+    client = client_with_token(wanda)
+    run = upload(client)
+    key, number = a_bug()
+    assert decide(client, run, REPLY_ALL, key).status_code == 200
+    page = Client()
+    page.force_login(wanda)
+    wanda.is_staff = True
+    wanda.save(update_fields=["is_staff"])
+
+    assert f"A comment to mozilla/seamonkey#{number} is on its way" in text(page.get(f"/triage/?run={run['run']}"))
+    worker.send_due()
+    write = UpstreamWrite.objects.get()
+    html = page.get(f"/triage/?run={run['run']}").content.decode()
+    assert f'<a href="{write.upstream_url}" rel="noopener noreferrer">mozilla/seamonkey#{number}</a>' in html
+
+    github.repos[github.main]["meta"]["has_issues"] = False  # GitHub's 410 for the next run's comment
+    later = upload(client)
+    assert decide(client, later, REPLY_ALL, key).status_code == 200
+    due_now()
+    worker.send_due()
+    failed = UpstreamWrite.objects.exclude(pk=write.pk).get()
+    assert failed.status == Status.FAILED and failed.error
+    shown = text(page.get(f"/triage/?run={later['run']}"))
+    assert f"The comment to mozilla/seamonkey#{number} failed: {failed.error}" in shown
 
 
 def test_a_comment_whose_answer_was_lost_is_found_by_its_marker_not_made_twice(github, wanda, settings):

@@ -9,6 +9,7 @@ opens the report-a-bug page prefilled from the failure (ui/report.py).
 ui/static/ui/triage.js only adds dropping a file on the page.
 """
 
+import copy
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -23,6 +24,7 @@ from triage import service
 from triage.junit import refuse_declared
 from triage.models import Run
 from writeback import links
+from writeback.models import UpstreamWrite
 
 
 @staff_required
@@ -51,7 +53,7 @@ def _page(request, answer: dict | None, error: str | None, status: int, chosen: 
         "error": error,
         "products": products,
         "chosen": chosen,
-        "groups": _with_report_links(answer),
+        "groups": _with_report_links(_with_comments(answer, request.user)),
     }
     return render(request, "ui/triage.html", context, status=status)
 
@@ -91,6 +93,22 @@ def decide(request, run: int):
     except SearchError as exc:
         messages.error(request, str(exc))
     return redirect(f"{reverse('ui:triage')}?run={run}#group-{params['signature']}")
+
+
+def _with_comments(answer: dict | None, user) -> dict | None:
+    """Each confirmed suggestion that asked for a comment on its bug upstream (`write`,
+    writeback.links) with that write as `comment`: pending, sent (its link) or failed
+    (upstream's words). One query; a write of a product the user cannot see is not shown.
+    A copy, for the page: the answer's JSON stays the one REST and MCP give."""
+    if not answer:
+        return answer
+    answer = copy.deepcopy(answer)
+    asked = [s for g in answer["groups"] for s in g["suggestions"] if s.get("write")]
+    ids = [suggestion["write"] for suggestion in asked]
+    writes = access.visible(UpstreamWrite.objects.filter(pk__in=ids).select_related("source"), user).in_bulk()
+    for suggestion in asked:
+        suggestion["comment"] = writes.get(suggestion["write"])
+    return answer
 
 
 def _with_report_links(answer: dict | None) -> list[tuple[dict, str]]:
