@@ -4,7 +4,7 @@ from django.views.generic import RedirectView
 
 from accounts.views import SignIn
 
-from . import report, triage, views
+from . import report, triage, views, writing
 
 app_name = "ui"
 urlpatterns = [
@@ -12,6 +12,7 @@ urlpatterns = [
     path("search/", views.search, name="search"),
     path("search/export", views.search_export, name="search_export"),
     path("records/<str:key>/", views.record, name="record"),
+    path("records/<str:key>/duplicate", writing.mark_duplicate, name="mark_duplicate"),
     path("dashboard/", views.dashboard, name="dashboard"),
     path("bugs/new/", report.report_bug, name="report_bug"),
     path("triage/", triage.triage_run, name="triage"),

@@ -22,6 +22,7 @@ from search.contract import NotFound, SearchError
 from search.service import health as index_health
 
 from . import dashboard as figures
+from . import writing
 from .duplicates import likely_duplicates, related
 from .search_form import carried, chips, facet_groups
 
@@ -93,15 +94,18 @@ def record(request, key):
             timeline = service.call("timeline", params, request.user)
     except SearchError as exc:
         return render(request, "ui/error.html", {"error": str(exc), "key": key}, status=exc.status)
+    shown = RECORD_MODELS[record["kind"]].objects.get(key=record["key"])
     context = {
         "record": record,
         "duplicates": duplicates,
         "similar": similar,
         "timeline": timeline,
         # Its changes from the audit trail: the record is one this user sees (`get` answered it).
-        "history": audit.history(RECORD_MODELS[record["kind"]].objects.get(key=record["key"]), request.user),
+        "history": audit.history(shown, request.user),
         **split_related(record["related"]),
     }
+    if record["kind"] == "bug":  # "Duplicate of", marked in its tracker, and that write at ?write=
+        context |= writing.on_record_page(shown, request.user, request.GET.get("write"))
     return render(request, "ui/record.html", context)
 
 
