@@ -248,3 +248,19 @@ def test_confidence_and_bands_never_rise_down_the_list(db):
         assert bands == sorted(bands), (draft["title"], bands)
         checked += len(confidences) > 1
     assert checked >= 30
+
+
+def test_a_reason_names_the_words_the_record_holds_not_the_draft_s_compound_or_its_punctuation(db):
+    record = bug("BUG-90", "Stops sorted by distance show the wrong order", description="Seen on the Phone app.")
+    assert import_records(jsonl(CORPUS[0], record).splitlines()).written
+    draft = "sortsStopsByDistance failed: java.lang.AssertionError (http 500) on iPhone; order reported?"
+
+    (hit,) = [h for h in check(title=draft, mode="keyword", detail="full")["results"] if h["key"] == "BUG-90"]
+    (searched,) = service.call("search", {"query": "wrong order; (sortsStopsByDistance", "mode": "keyword"})["results"]
+
+    shared = hit["why"]["shared_words"]
+    assert {"distance", "order"} <= set(shared), shared
+    held = "stops sorted by distance show the wrong order seen on the phone app".split()
+    assert all(any(word.startswith(w[:4]) for word in held) for w in shared), shared  # the record's, by stem
+    assert not {"sortsstopsbydistance", "java.lang.assertionerror", "iphone", "reported?"} & set(shared), shared
+    assert searched["key"] == "BUG-90" and searched["why"].startswith("title: wrong, order"), searched["why"]

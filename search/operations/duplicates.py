@@ -24,6 +24,7 @@ from search.indexing.embeddings import active_model_id, document_text
 from search.indexing.health import index_health
 from search.operations import keys
 from search.query import traces
+from search.query.parse import distinct_words
 from search.query.scope import Filters, Scope, build_scope
 from search.ranking import config, fusion, layout, more_like_this, pipeline, semantic, statistics
 from search.ranking.rows import ArmResult
@@ -134,7 +135,7 @@ def _explained(
                 confidence=round(confidence, 3),
                 band=band(confidence),
                 why=DuplicateWhy(
-                    shared_words=list(dict.fromkeys(t.text.lower() for t in shared))[
+                    shared_words=distinct_words(t.shown.lower() for t in shared)[
                         : SHARED_WORDS_SHOWN["full" if full else "concise"]
                     ],
                     semantic_similarity=None if similarity is None else round(similarity, 3),

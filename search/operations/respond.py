@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from search.contract import Hit, Relaxed, SearchRequest, SearchResponse, SimilarRequest, budget, cursors
 from search.operations import snippets
-from search.query.parse import ParsedQuery, Term
+from search.query.parse import ParsedQuery, Term, distinct_words
 from search.ranking import facets, fusion
 from search.ranking.rows import ArmResult
 
@@ -178,8 +178,8 @@ def _why(doc: snippets.PageDocument, words: list[Term], key_match: bool) -> str:
     if key_match:
         return "key"
     held = list(zip(words, doc.in_title, doc.anywhere, strict=True))
-    in_title = list(dict.fromkeys(word.text for word, title, _ in held if title))[:WHY_WORDS]
-    elsewhere = list(dict.fromkeys(word.text for word, _, anywhere in held if anywhere and word.text not in in_title))
+    in_title = distinct_words(word.shown for word, title, _ in held if title)[:WHY_WORDS]
+    elsewhere = distinct_words(word.shown for word, _, anywhere in held if anywhere and word.shown not in in_title)
     elsewhere = elsewhere[: WHY_WORDS - len(in_title)]
     parts = [f"{field}: {', '.join(found)}" for field, found in (("title", in_title), ("text", elsewhere)) if found]
     return "; ".join(parts) or "meaning"

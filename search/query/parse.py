@@ -53,11 +53,42 @@ class Term:
     weight: float = 1.0
 
     @property
+    def shown(self) -> str:
+        """The word as a record may hold it, for a `why`: the piece of what was typed that
+        this term's one lexeme was made from (`Distance` of sortsStopsByDistance, `days` of
+        "days;"); as typed when its lexemes are several or none is a piece's stem."""
+        lexemes = _LEXEME.findall(self.tsquery)
+        if len(lexemes) != 1:
+            return self.text
+        return piece_of(self.text, lexemes[0][1:-1].replace("''", "'")) or self.text
+
+    @property
     def match(self) -> str:
         """What a record must contain to match this term: its words, or,
         for a camel-case word, the words it is made of (`BouncyCastle`
         finds "Bouncy Castle")."""
         return f"({self.tsquery}) | ({self.parts})" if self.parts else self.tsquery
+
+
+_RUNS = re.compile(r"\w+")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def piece_of(text: str, lexeme: str) -> str | None:
+    """The part of `text` whose stem `lexeme` is: a camel-case piece first, then a run of
+    letters and digits, then the whole without its punctuation; None when none begins with it."""
+    runs = _RUNS.findall(text)
+    for candidate in [*(piece for run in runs for piece in _CAMEL.findall(run)), *runs, text.strip(".,;:!?()[]{}\"'")]:
+        if candidate.lower().startswith(lexeme):
+            return candidate
+    return None
+
+
+def distinct_words(words) -> list[str]:
+    """`words` once each, in order, without those a longer one holds (`array` beside
+    `NegativeArraySizeException`: a compound's parts say nothing its whole does not)."""
+    unique = list(dict.fromkeys(words))
+    return [w for w in unique if not any(w != other and w.lower() in other.lower() for other in unique)]
 
 
 @dataclass
