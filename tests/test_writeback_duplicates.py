@@ -19,7 +19,10 @@ from datetime import UTC, datetime
 
 import anyio
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
+from django.test import Client as PageClient
+from django.urls import reverse
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -219,3 +222,36 @@ def test_the_fake_answers_as_github_documents_a_bad_state_reason_an_unknown_issu
 
     assert write["status"] == "failed" and "Issues are disabled for this repo" in write["error"], write
     assert comments(github, duplicate) == [] and github.issue(duplicate)["state"] == "open"
+
+
+def test_a_curator_linking_a_duplicate_in_the_admin_marks_it_in_github_and_the_link_comes_back(github, wanda):
+    original, duplicate = two_open(github)
+    curator = wanda
+    curator.is_staff = True
+    curator.save(update_fields=["is_staff"])
+    curator.user_permissions.add(*Permission.objects.filter(codename__in=["view_bug", "change_bug"]))
+    page = PageClient()
+    page.force_login(curator)
+    bug, first = (Bug.objects.get(key=f"SEAMONKEY-{n}") for n in (duplicate, original))
+    form = {
+        "key": bug.key,
+        "title": bug.title,
+        "severity": bug.severity or "",
+        "status": bug.status,
+        "product": bug.product_id,
+        "feature": bug.feature_id or "",
+        "test": bug.test_id or "",
+        "description": bug.description,
+        "raw_data": json.dumps(bug.raw_data),
+        "duplicate_of": first.pk,
+    }
+
+    saved = page.post(reverse("admin:backlog_bug_change", args=[bug.pk]), form, follow=True)
+
+    write = UpstreamWrite.objects.get()
+    assert (write.operation, write.status, write.surface) == (Operation.DUPLICATE, Status.SENT, "admin")
+    assert f"{bug.key} as a duplicate of {first.key}: marked in mozilla/seamonkey#{duplicate}" in saved.content.decode()
+    assert (github.issue(duplicate)["state"], github.issue(duplicate)["state_reason"]) == ("closed", "duplicate")
+    assert len(comments(github, duplicate)) == 1
+    bug.refresh_from_db()
+    assert (bug.status, bug.duplicate_of_id) == ("duplicate", first.pk)  # GitHub's answer, written back here
