@@ -18,11 +18,6 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from search.contract import SearchError
-from writeback import service
-from writeback.contract import CannotMark, WriteBackOff
-from writeback.models import Surface
-
 from . import access
 from .models import Bug, BugStatus, Feature, Product, QATest
 
@@ -344,36 +339,11 @@ class BugAdmin(RecordAdmin):
         return format_html('<span class="severity severity-{}">{}</span>', bug.severity, bug.get_severity_display())
 
     def save_model(self, request, obj, form, change):
-        # A bug of a tracker that writes back is marked there (writeback.service, as
-        # REST, MCP and the record page do): its link here comes back with the answer.
-        if change and obj.duplicate_of_id and "duplicate_of" in form.changed_data and self._marked(request, obj):
-            stored = Bug.objects.get(pk=obj.pk)
-            obj.duplicate_of_id, obj.status = stored.duplicate_of_id, stored.status
         # Linking is how a curator says "duplicate": the status follows,
         # unless it was chosen in the same save. The model forces neither.
-        elif obj.duplicate_of_id and "duplicate_of" in form.changed_data and "status" not in form.changed_data:
+        if obj.duplicate_of_id and "duplicate_of" in form.changed_data and "status" not in form.changed_data:
             obj.status = BugStatus.DUPLICATE
         super().save_model(request, obj, form, change)
-
-    def _marked(self, request, bug) -> bool:
-        """Whether the link went to the bug's tracker (said in a message); False where it cannot
-        (made here, its source writes nothing back or marks nothing): then it is made here."""
-        try:
-            write = service.mark_duplicate(bug.key, bug.duplicate_of.key, request.user, Surface.ADMIN).write
-        except (CannotMark, WriteBackOff):
-            return False
-        except SearchError as exc:
-            self.message_user(request, f"{bug.key} was not marked a duplicate: {exc}", messages.WARNING)
-            return True
-        where = write["upstream_key"] or write["source"]
-        said = {"sent": f"marked in {where}", "pending": f"being marked in {where}", "failed": "refused upstream"}
-        self.message_user(
-            request,
-            f"{bug.key} as a duplicate of {bug.duplicate_of.key}: {said.get(write['status'], write['status'])}"
-            f"{': ' + write['error'] if write['error'] else ''} (write {write['id']}, admin › Writeback).",
-            messages.WARNING if write["status"] == "failed" else messages.SUCCESS,
-        )
-        return True
 
     @admin.display(description="duplicates of this bug")
     def duplicate_list(self, bug):

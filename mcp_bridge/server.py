@@ -44,8 +44,9 @@ from search.contract import (
 )
 from triage import service as triage
 from triage.contract import TriageRequest, TriageResponse
+from writeback import links
 from writeback import service as writeback
-from writeback.contract import DuplicateRequest, FileRequest, ReadOnly, WriteResponse
+from writeback.contract import DuplicateRequest, FileRequest, LinkRequest, LinkResponse, ReadOnly, WriteResponse
 from writeback.models import Surface
 
 from .auth import DrfTokenVerifier
@@ -82,7 +83,7 @@ TOOLS = {
 # Where a tool's default is not the contract's (REST's): an agent reads a record concise.
 DEFAULTS = {"get": {"detail": "concise"}}
 # Tools over another module than search.service: name -> (what it does, request, response, call).
-# triage_run stores the run it triages (docs/triage.md), file_bug and mark_duplicate write to a tracker:
+# triage_run stores the run it triages (docs/triage.md); file_bug, mark_duplicate and link_failure write to a tracker:
 # none is read-only.
 OTHER_TOOLS = {
     "triage_run": (
@@ -103,9 +104,15 @@ OTHER_TOOLS = {
         WriteResponse,
         lambda arguments, user: writeback.duplicate(arguments, user, Surface.MCP).write,
     ),
+    "link_failure": (
+        "Confirm or reject a triage_run group's suggested bug; confirmed, the bug's tracker gets one comment.",
+        LinkRequest,
+        LinkResponse,
+        lambda arguments, user: links.link(arguments, user, Surface.MCP),
+    ),
 }
 #: Tools that change a team's tracker: a read-only token is refused them, as REST refuses it.
-WRITES = {"file_bug", "mark_duplicate"}
+WRITES = {"file_bug", "mark_duplicate", "link_failure"}
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 INTERNAL_ERROR = (
     "the search service failed on the server (the error is logged there); nothing in the request caused it. "

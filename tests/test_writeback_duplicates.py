@@ -255,3 +255,4 @@ def test_a_curator_linking_a_duplicate_in_the_admin_marks_it_in_github_and_the_l
     assert len(comments(github, duplicate)) == 1
     bug.refresh_from_db()
     assert (bug.status, bug.duplicate_of_id) == ("duplicate", first.pk)  # GitHub's answer, written back here
+    assert bug.updated_at.isoformat().replace("+00:00", "Z") == github.issue(duplicate)["updated_at"]  # not the form's

@@ -8,8 +8,13 @@ again, for another cause of the same run, or after an answer lost on the
 way, adds none.
 """
 
+import sys
+
+import anyio
 import pytest
 from django.test import Client
+from mcp import Client as McpClient
+from mcp.client.stdio import StdioServerParameters
 
 from backlog.models import Bug
 from connectors.models import Source
@@ -19,6 +24,7 @@ from writeback.models import Operation, Status, UpstreamWrite
 
 from . import test_writeback as story
 from .conftest import client_with_token
+from .test_mcp import ROOT, server_env
 from .test_writeback_ui import text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_retries")]
@@ -181,3 +187,40 @@ def test_a_read_only_token_confirms_nothing_and_writes_nothing(github, wanda):
     key, _ = a_bug()
     refused = decide(client_with_token(wanda, scope="read"), run, REPLY_ALL, key)
     assert refused.status_code == 403 and UpstreamWrite.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_links_a_failure_over_mcp_and_the_bug_gets_one_comment(github, wanda):
+    """`manage.py mcp --user wanda` over stdio: triage_run's group, then link_failure on it."""
+    from django.db import connection
+
+    run = upload(client_with_token(wanda))
+    key, number = a_bug()
+    before = comments(github, number)
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--user", "wanda"],
+        cwd=str(ROOT),
+        env={**server_env(connection.settings_dict["NAME"]), "GITHUB_TOKEN": github.token},
+    )
+    asked = {"run": run["run"], "signature": signature(run, REPLY_ALL), "bug": key, "decision": "confirmed"}
+
+    async def session():
+        async with McpClient(parameters) as client:
+            return await client.call_tool("link_failure", asked), await client.call_tool("link_failure", asked)
+
+    linked, again = anyio.run(session)
+
+    assert not linked.is_error, linked.content[0].text
+    answer = linked.structured_content
+    write = UpstreamWrite.objects.get()
+    assert {k: answer[k] for k in ("run", "bug", "decision")} == {
+        "run": run["run"],
+        "bug": key,
+        "decision": "confirmed",
+    }
+    assert answer["write"]["id"] == write.pk and (write.operation, write.surface) == (Operation.COMMENT, "mcp")
+    assert not again.is_error and again.structured_content["write"] is None  # one comment a bug a run
+    worker.send_due()
+    (comment,) = comments(github, number)[len(before) :]
+    assert comment.startswith(f"Failing test `{REPLY_ALL}` in SEAMONKEY run {run['run']}")

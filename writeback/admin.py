@@ -10,9 +10,12 @@ from django.db import models
 from django.utils.html import format_html, format_html_join
 
 from backlog import access
+from backlog.admin import BugAdmin
+from backlog.models import Bug
 from search.contract import SearchError
 
-from . import outbox
+from . import outbox, service
+from .contract import CannotMark, WriteBackOff
 from .models import Surface, UpstreamWrite
 
 
@@ -82,3 +85,41 @@ class UpstreamWriteAdmin(admin.ModelAdmin):
                 self.message_user(request, f"Write {pk}: {exc}", messages.WARNING)
             else:
                 self.message_user(request, f"Write {pk} {done}: now {write['status']}.", messages.SUCCESS)
+
+
+class WritingBugAdmin(BugAdmin):
+    """The bug admin, with "Duplicate of" on a synced bug sent to its tracker (writeback.service,
+    as REST, MCP and the record page send it); linked here only where the tracker cannot take it."""
+
+    def save_model(self, request, obj, form, change):
+        if change and obj.duplicate_of_id and "duplicate_of" in form.changed_data and self._marked(request, obj):
+            # Sent to the tracker: the link here is what its answer brings (written already, or
+            # by the sender), not the form's; nothing else changed, nothing else is saved over it.
+            if form.changed_data == ["duplicate_of"]:
+                return
+            obj.duplicate_of_id, obj.status = Bug.objects.values_list("duplicate_of", "status").get(pk=obj.pk)
+        super().save_model(request, obj, form, change)
+
+    def _marked(self, request, bug) -> bool:
+        """Whether the link went to the bug's tracker (said in a message); False where it cannot
+        (made here, its source writes nothing back or marks nothing): then it is linked here."""
+        try:
+            write = service.mark_duplicate(bug.key, bug.duplicate_of.key, request.user, Surface.ADMIN).write
+        except (CannotMark, WriteBackOff):
+            return False
+        except SearchError as exc:
+            self.message_user(request, f"{bug.key} was not marked a duplicate: {exc}", messages.WARNING)
+            return True
+        where = write["upstream_key"] or write["source"]
+        said = {"sent": f"marked in {where}", "pending": f"being marked in {where}", "failed": "refused upstream"}
+        self.message_user(
+            request,
+            f"{bug.key} as a duplicate of {bug.duplicate_of.key}: {said.get(write['status'], write['status'])}"
+            f"{': ' + write['error'] if write['error'] else ''} (write {write['id']}, admin › Writeback).",
+            messages.WARNING if write["status"] == "failed" else messages.SUCCESS,
+        )
+        return True
+
+
+admin.site.unregister(Bug)
+admin.site.register(Bug, WritingBugAdmin)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backlog.text import NulFreeStr
 from search.contract import DraftText, KeyFilter, SearchError
+from triage.contract import DecisionRequest
 
 #: GitHub's own bound on a title (a longer one is its 422).
 TITLE_MAX = 256
@@ -122,3 +123,20 @@ class ReadOnly(SearchError):
         "this token is read-only: writing to a tracker takes a token with the scope 'read and write' "
         "(make one on the Tokens page, /tokens/)"
     )
+
+
+class LinkRequest(DecisionRequest):
+    """A curator's decision on one suggested bug of a stored run's cause (triage_run's
+    `run` and a group's `signature`); confirmed, the bug's tracker gets one comment."""
+
+    run: int = Field(ge=1)
+
+
+class LinkResponse(BaseModel):
+    """The decision, kept for the next runs, and the comment's write (None: none asked for)."""
+
+    run: int
+    signature: str
+    bug: str
+    decision: Literal["confirmed", "rejected"]
+    write: WriteResponse | None = None

@@ -23,10 +23,12 @@ from django.db import IntegrityError, transaction
 from backlog.models import Bug
 from connectors.base import Connector
 from connectors.sources import connector_class
+from search.service import parse
 from triage import service as triage
 from triage.models import Failure, Run
 
 from . import service, worker
+from .contract import LinkRequest, LinkResponse, WriteResponse
 from .models import Operation, UpstreamWrite
 
 #: Failing tests a comment names before "and N more".
@@ -47,6 +49,15 @@ def decide(run_id: int, params: Mapping[str, Any], user, surface: str) -> tuple[
             _with_write(answer, str(params["signature"]), bug.key, write.pk)
             Run.objects.filter(pk=run_id).update(answer=answer)
     return answer, write
+
+
+def link(params: Mapping[str, Any], user, surface: str) -> dict:
+    """`decide` for a tool that names the run among its arguments (LinkRequest): LinkResponse's JSON."""
+    request = parse(LinkRequest, params)
+    asked = request.model_dump(exclude={"run"})
+    _, write = decide(request.run, asked, user, surface)
+    shown = WriteResponse.of(write) if write is not None else None
+    return LinkResponse(run=request.run, **asked, write=shown).model_dump(mode="json")
 
 
 def _comment(run: Run, signature: str, bug: Bug, user, surface: str) -> UpstreamWrite | None:
