@@ -35,6 +35,7 @@ from tests.upstream.github import FakeGitHub
 from writeback.models import Operation, Status, UpstreamWrite
 
 from .conftest import client_with_token
+from .test_duplicate_links import change_form
 from .test_mcp import ROOT, server_env
 from .test_writeback import SECRET, due_now, github, nate, wanda  # noqa: F401
 
@@ -233,18 +234,7 @@ def test_a_curator_linking_a_duplicate_in_the_admin_marks_it_in_github_and_the_l
     page = PageClient()
     page.force_login(curator)
     bug, first = (Bug.objects.get(key=f"SEAMONKEY-{n}") for n in (duplicate, original))
-    form = {
-        "key": bug.key,
-        "title": bug.title,
-        "severity": bug.severity or "",
-        "status": bug.status,
-        "product": bug.product_id,
-        "feature": bug.feature_id or "",
-        "test": bug.test_id or "",
-        "description": bug.description,
-        "raw_data": json.dumps(bug.raw_data),
-        "duplicate_of": first.pk,
-    }
+    form = change_form(bug, duplicate_of=first.pk)
 
     saved = page.post(reverse("admin:backlog_bug_change", args=[bug.pk]), form, follow=True)
 

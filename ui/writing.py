@@ -21,9 +21,9 @@ from django.views.decorators.http import require_POST
 
 from accounts.decorators import staff_required
 from backlog.models import Bug
-from connectors.sources import connector_class
 from search.contract import SearchError
 from writeback import service
+from writeback.contract import CannotMark, WriteBackOff
 from writeback.models import Operation, Surface, UpstreamWrite
 
 from . import filing
@@ -71,9 +71,11 @@ def offer(bug: Bug, user) -> dict | None:
         return None
     source = synced.source
     kind = source.get_kind_display()
-    if not connector_class(source.kind).marks_duplicates:
+    try:
+        service.markable(source)  # the rule the mark is held to when it is asked for, said here in the page's words
+    except CannotMark:
         return _not(f"QA Search cannot mark duplicates in {kind} yet, so {source} would not see the mark.")
-    if not source.write_back:
+    except WriteBackOff:
         return _not(
             f"{source}, the tracker {bug.key} is synced from, does not take writes from QA Search. "
             f"An administrator can turn on {filing.ADMIN_SETTING}."

@@ -96,13 +96,7 @@ def mark_duplicate(key: str, of_key: str, user, surface: str, idempotency_key: s
             f"{duplicate.key} comes from {source} and {original.key} from {other}: a tracker links only its own "
             "issues, so mark a duplicate of a bug from the same source."
         )
-    if not connector_class(source.kind).marks_duplicates:
-        raise CannotMark(f"marking duplicates in {source.get_kind_display()} is not built yet ({WRITING_BACK}).")
-    if not source.write_back:
-        raise WriteBackOff(
-            f"{source} does not write back: an admin turns on 'Write back' on it (admin › Connectors › Sources › "
-            f"{source}), and its token needs the right to edit issues ({WRITING_BACK})."
-        )
+    markable(source)
     digest = hashlib.sha256(json.dumps(["duplicate", duplicate.key, original.key]).encode()).hexdigest()
     ikey = (request.idempotency_key or "").strip()
     if ikey and (earlier := _earlier(user, ikey, digest)):
@@ -117,6 +111,18 @@ def mark_duplicate(key: str, of_key: str, user, surface: str, idempotency_key: s
         "filed_by": user.get_full_name() or user.get_username(),
     }
     return _outbox(Operation.DUPLICATE, source, duplicate.product, draft, user, surface, ikey, digest)
+
+
+def markable(source: Source) -> None:
+    """Nothing when `source` takes a duplicate's mark; else CannotMark (its kind marks none
+    yet) or WriteBackOff (it writes nothing back) saying why. The record page asks it too."""
+    if not connector_class(source.kind).marks_duplicates:
+        raise CannotMark(f"marking duplicates in {source.get_kind_display()} is not built yet ({WRITING_BACK}).")
+    if not source.write_back:
+        raise WriteBackOff(
+            f"{source} does not write back: an admin turns on 'Write back' on it (admin › Connectors › Sources › "
+            f"{source}), and its token needs the right to edit issues ({WRITING_BACK})."
+        )
 
 
 def duplicate(params: Mapping[str, Any], user, surface: str, idempotency_key: str | None = None) -> Filed:

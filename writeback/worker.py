@@ -78,11 +78,13 @@ def send_now(write_id: int, seconds: float) -> None:
     when another sender holds it or it is not due."""
     began = time.monotonic()
     write = claim(write_id, seconds)
-    if write is not None:
-        attempt(write, seconds)
+    if write is None:
+        return
+    attempt(write, seconds)
+    left = seconds - (time.monotonic() - began)
+    if write.draft.get("duplicate_of") and write.status == Status.SENT and left > 1:  # filed as a duplicate
         after = UpstreamWrite.objects.filter(source=write.source, once=f"duplicate-after:{write.pk}")
-        left = seconds - (time.monotonic() - began)
-        if left > 1 and (then := after.values_list("pk", flat=True).first()):  # filed as a duplicate: mark it
+        if then := after.values_list("pk", flat=True).first():
             send_now(then, left)
 
 
