@@ -17,8 +17,13 @@ run: install
 dev: install
 	DEBUG=true exec $(BIN)/python manage.py serve
 
+# The suite in TEST_WORKERS processes (pytest-xdist; each its own test database), as
+# many as the machine has cores up to 4: most of a test's time is spent waiting on the
+# servers and processes it starts. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: install-dev system-packages
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # What the app runs on (requirements.txt): all that `make run` needs.
 install: $(VENV)/.installed

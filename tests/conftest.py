@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def in_process_settings():
     # override_settings, not an assignment: its setting_changed signal resets
     # the storages already built (a module may have asked for one on import).
     in_process = override_settings(
+        STATIC_ROOT=static_root(settings.STATIC_ROOT),
         STORAGES={
             **settings.STORAGES,
             "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -55,9 +57,54 @@ def in_process_settings():
         PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS],
     )
     in_process.enable()
-    Path(settings.STATIC_ROOT).mkdir(exist_ok=True)  # WhiteNoise warns of a missing one
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # WhiteNoise warns of a missing one
     yield
     in_process.disable()
+
+
+def static_root(default) -> Path:
+    """The folder this test process and the servers it starts collect static files into: a
+    worker of `make test` (pytest-xdist) has its own, or a `serve` collecting in one worker
+    replaces the files WhiteNoise is serving from in another."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return Path(default)
+    os.environ["STATIC_ROOT"] = str(ROOT / ".local" / f"staticfiles-{worker}")
+    return Path(os.environ["STATIC_ROOT"])
+
+
+def pytest_collection_modifyitems(items):
+    """The tests on a Citus cluster run in one worker (`--dist loadgroup`): the cluster is
+    a session fixture, built and started once, not once a worker.
+
+    And every item has an id of its own. Schemathesis (4.32 under pytest 9) gives each of
+    an API's operations the test function's bare id; pytest-xdist, which hands tests out
+    by id, ran one of test_fuzz's 38 operations and dropped the other 37 unreported."""
+    shared = Counter(item.nodeid for item in items)
+    for item in items:
+        if shared[item.nodeid] > 1:
+            own = f"{item.parent.nodeid}::{item.name}"
+            if hasattr(item, "_id"):  # pytest 9.2's structured id
+                item._id = type(item._id).parse(own)
+            else:
+                item._nodeid = own
+        if "citus_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("citus"))
+
+
+def pytest_sessionstart(session):
+    """Under `make test` (pytest-xdist) every worker joins one embedded server: it is made
+    and started here, in the process that starts them, before they do. Left to the
+    workers, two made a fresh checkout's data folder at once, and one of them failed
+    every test it had ("initdb: could not change permissions of directory")."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from django.conf import settings
+
+    if settings.EMBEDDED_DATABASE:
+        from runtime.postgres import embedded
+
+        embedded.socket_dir(settings.EMBEDDED_PG_DIR)
 
 
 @pytest.fixture(autouse=True)
