@@ -37,7 +37,7 @@ from search.operations.search import SearchPlan
 from search.query import traces
 from search.query.parse import QuerySyntaxError, parse
 from search.query.scope import Filters, Scope, build_scope
-from search.ranking import pipeline
+from search.ranking import pipeline, statistics
 
 from .failures import Reading
 
@@ -77,8 +77,10 @@ def scope_for(product_key: str, user) -> Scope:
 
 
 def match(readings: dict[str, Reading], scope: Scope) -> dict[str, list[Match]]:
-    """signature -> its likeliest bugs (at most DEPTH), best first."""
-    ranked = {signature: _ranked(reading.query, scope) for signature, reading in readings.items()}
+    """signature -> its likeliest bugs (at most DEPTH), best first. A run's causes
+    share most of their words: each word is counted once for all of them (statistics.kept)."""
+    with statistics.kept():
+        ranked = {signature: _ranked(reading.query, scope) for signature, reading in readings.items()}
     bugs = _bugs({i for ids in ranked.values() for i in ids})
     return {signature: _weighed(readings[signature], ranked[signature], bugs) for signature in readings}
 

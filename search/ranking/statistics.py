@@ -18,7 +18,9 @@ word's records, exactly, capped or from a sample: search.ranking.counting.
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from search import db
 from search.indexing.sql import MONTH_PREFIX
@@ -34,6 +36,22 @@ _stats_cache: dict[str, dict] = {}
 _scoped_n: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
 CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
+# Within kept(): (alias, products) -> (N, tsquery -> df), each counted once.
+_kept: ContextVar[dict | None] = ContextVar("kept", default=None)
+
+
+@contextmanager
+def kept() -> Iterator[None]:
+    """Within this block each N and document frequency is counted once, over the
+    records as they were at its first count: an operation that ranks many queries
+    over one scope (triage: a run's causes share most of their words) counts each
+    word once, not once a query. A user who sees only some products has every word
+    counted (document_frequencies), so this is most of what triage saves for them."""
+    token = _kept.set({})
+    try:
+        yield
+    finally:
+        _kept.reset(token)
 
 
 # One statement: the planner's row estimate; an exact count when that is below
@@ -178,11 +196,25 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
     """N, and the df of each term's tsquery: from the column statistics when
     PostgreSQL keeps them for its lexeme, else counted (capped: past the cap
     a term is common, and its idf small and flat anyway). Over the records
-    of `products` when given (None: all)."""
+    of `products` when given (None: all). Inside kept(), each once."""
+    memo = _kept.get()
+    if memo is None:
+        return _frequencies(set(tsqueries), products)
+    key = (db.alias(), None if products is None else tuple(sorted(products)))
+    n, known = memo.get(key, (None, {}))
+    missing = set(tsqueries) - known.keys()
+    if missing or n is None:
+        n, counted = _frequencies(missing, products)
+        known.update(counted)
+        memo[key] = (n, known)
+    return n, {q: known[q] for q in tsqueries}
+
+
+def _frequencies(tsqueries: set[str], products: Sequence[int] | None) -> tuple[float, dict[str, float]]:
     n, freq = corpus(products)
     df: dict[str, float] = {}
     to_count = []
-    for q in set(tsqueries):
+    for q in tsqueries:
         lexemes = _LEXEME.findall(q)
         if len(set(lexemes)) == 1 and lexemes[0] in freq:
             # A word, or a word and its prefix. Rounded to whole documents:
@@ -194,10 +226,8 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
         else:
             to_count.append(q)
     if to_count and products is not None:
-        # Every word is counted here, common ones too: those a sample finds
-        # common are estimated from it, the rest counted exactly (capped).
-        df.update(common := counting.sampled(to_count, products, n))
-        to_count = [q for q in to_count if q not in common]
+        df.update(_common_within(to_count, products, n))
+        to_count = [q for q in to_count if q not in df]
     if to_count:  # rare words: through the GIN index, one statement
         # Over some products, as their scope asks: their words' own index (Scope.words).
         within = "" if products is None else "AND d.product_id = ANY(%(products)s) "
@@ -207,6 +237,29 @@ def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = 
         )
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
+
+
+def _common_within(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str, float]:
+    """The df of those of `tsqueries` that are common among the records of
+    `products` (N of them), the rest left to be counted exactly (capped). A
+    word the sample's words (counting.sample_words) find common is estimated
+    from them, as the column statistics' common words are for every record; a
+    term they say may be common (its lexemes together, a prefix, a negation) is
+    estimated from the sample itself (counting.sampled)."""
+    limit = config.current().exact_limit
+    words = counting.sample_words(products, n)
+    unseen = limit / counting.WORDS_FROM  # the most records a lexeme the sample's words leave out holds
+    df, maybe = {}, []
+    for q in tsqueries:
+        lexemes = {lexeme.replace("''", "'") for lexeme in _LEXEME.findall(q)}
+        (lexeme, *others) = lexemes or {""}
+        if not others and words.get(lexeme, 0.0) > limit:  # a word, or a word and its prefix
+            df[q] = float(max(round(words[lexeme]), 1))
+        elif "!" in q or ":*" in q or sum(words.get(lexeme, unseen) for lexeme in lexemes) > limit:
+            maybe.append(q)
+    if maybe:
+        df.update(counting.sampled(maybe, products, n))
+    return df
 
 
 def idf(n: float, df: float) -> float:

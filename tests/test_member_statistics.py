@@ -1,0 +1,104 @@
+"""A team member's word statistics: counted over their own products' records only,
+and read as cheaply as the column statistics are for those who see every product.
+
+Dana is on the Tramline team; Ledgerly is hidden from her. exact_limit is 5, so
+"renewal", in all 40 of Tramline's bugs (and 60 of Ledgerly's), is a common word:
+its df is estimated from the sample of her records (search.ranking.counting), the
+rare ones counted. The sample's words are read once for all of her queries
+(counting.sample_words); a term is sampled only when they say it may be common.
+"""
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from backlog.imports import import_records
+from backlog.models import Product
+from search.ranking import counting, statistics
+
+from .conftest import jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def bugs(product: str, count: int, title: str) -> list[dict]:
+    return [
+        {"kind": "bug", "key": f"{product}-B{i}", "product": product, "title": f"{title} zq{product[-1]}x{i}"}
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def tramline(db, settings):
+    settings.SEARCH_RANKING = {"exact_limit": 5}
+    products = [
+        {"kind": "product", "key": "PRD-1", "name": "Tramline"},
+        {"kind": "product", "key": "PRD-2", "name": "Ledgerly"},
+    ]
+    lines = [*products, *bugs("PRD-1", 40, "Renewal payment sheet closes"), *bugs("PRD-2", 60, "Renewal invoice")]
+    report = import_records(jsonl(*lines).splitlines())
+    assert report.written and not report.problems, report.problems
+    counting._words.clear()
+    return [Product.objects.get(key="PRD-1").pk]
+
+
+@pytest.fixture
+def dana(tramline):
+    team = Group.objects.create(name="Tramline team")
+    Product.objects.get(key="PRD-1").teams.add(team)
+    dana = User.objects.create_user("dana")
+    dana.groups.add(team)
+    return dana
+
+
+def samples(statements) -> list[str]:
+    return [s["sql"] for s in statements.captured_queries if "search_markers @@" in s["sql"]]
+
+
+def test_a_common_word_s_df_is_her_records_as_the_sample_counts_them_and_a_rare_one_is_counted(tramline):
+    n, df = statistics.document_frequencies(["'renew'", "'payment'", "'zq1x3'", "'invoic'"], tramline)
+
+    assert n == 41  # her records: the product and its 40 bugs
+    # Her 40, not the 100 with Ledgerly's; what the sample statement itself says (every bucket: N is small).
+    assert df["'renew'"] == counting.sampled(["'renew'"], tramline, n)["'renew'"] == 40
+    assert df["'payment'"] == 40
+    assert (df["'zq1x3'"], df["'invoic'"]) == (1, 0)  # counted exactly; Ledgerly's invoices are not hers
+
+
+def test_terms_whose_lexemes_together_may_be_common_are_sampled_and_the_rest_counted(tramline):
+    phrase, rare = "'payment' <-> 'sheet'", "'renew' & 'zq1x7'"
+    n, df = statistics.document_frequencies([phrase, rare, "'renew':*"], tramline)
+
+    assert (df[phrase], df[rare], df["'renew':*"]) == (40, 1, 40)
+
+
+def test_once_her_sample_s_words_are_read_a_search_samples_only_what_may_be_common(tramline):
+    statistics.document_frequencies(["'renew'"], tramline)  # reads the sample's words
+    with CaptureQueriesContext(connection) as statements:
+        _, df = statistics.document_frequencies(["'payment'", "'close'", "'zq1x5'"], tramline)
+
+    assert df == {"'payment'": 40, "'close'": 40, "'zq1x5'": 1}
+    assert samples(statements) == []  # the common words from the sample's words, the rare one counted
+
+
+def test_within_kept_each_word_is_counted_once_for_every_query(tramline):
+    with statistics.kept():
+        first = statistics.document_frequencies(["'renew'", "'zq1x2'"], tramline)
+        with CaptureQueriesContext(connection) as statements:
+            again = statistics.document_frequencies(["'zq1x2'", "'renew'"], tramline)
+
+    assert again == first
+    assert statements.captured_queries == []
+    with CaptureQueriesContext(connection) as statements:
+        statistics.document_frequencies(["'zq1x2'"], tramline)
+    assert statements.captured_queries  # outside, counted again
+
+
+def test_dana_s_search_of_a_common_word_ranks_only_her_records(dana):
+    from search import service
+
+    answer = service.call("search", {"query": "renewal payment", "mode": "keyword"}, dana)
+
+    assert answer["total"] == 40
+    assert {hit["key"].split("-B")[0] for hit in answer["results"]} == {"PRD-1"}
