@@ -3,8 +3,9 @@ and read as cheaply as the column statistics are for those who see every product
 
 Dana is on the Tramline team; Ledgerly is hidden from her. exact_limit is 5, so
 "renewal", in all 40 of Tramline's bugs (and 60 of Ledgerly's), is a common word:
-its df is estimated from the sample of her records (search.ranking.counting), the
-rare ones counted. The sample's words are read once for all of her queries
+its df is estimated from a sample of her records (search.ranking.counting), the
+rare ones counted. In a corpus large enough for its statistics to be kept, and
+within statistics.kept(), the sample's words are read once for all of her queries
 (counting.sample_words); a term is sampled only when they say it may be common.
 """
 
@@ -73,7 +74,8 @@ def test_terms_whose_lexemes_together_may_be_common_are_sampled_and_the_rest_cou
     assert (df[phrase], df[rare], df["'renew':*"]) == (40, 1, 40)
 
 
-def test_once_her_sample_s_words_are_read_a_search_samples_only_what_may_be_common(tramline):
+def test_once_her_sample_s_words_are_read_a_search_samples_only_what_may_be_common(tramline, monkeypatch):
+    monkeypatch.setattr(statistics, "CACHED_FROM", 10)  # her 41 records are a corpus whose statistics are kept
     statistics.document_frequencies(["'renew'"], tramline)  # reads the sample's words
     with CaptureQueriesContext(connection) as statements:
         _, df = statistics.document_frequencies(["'payment'", "'close'", "'zq1x5'"], tramline)

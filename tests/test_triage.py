@@ -405,6 +405,33 @@ def test_a_report_over_the_size_limit_is_refused_before_it_is_read(story, dana, 
         service.triage(hundred_mb, "PRD-1", dana)
 
 
+def test_a_report_of_more_distinct_causes_than_the_limit_is_refused_before_one_is_searched(
+    story, carol, client, settings
+):
+    """Each cause is a search: past TRIAGE_MAX_CAUSES a report would end at the request's deadline, a 503."""
+    settings.TRIAGE_MAX_CAUSES = 5
+    services = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot"]
+
+    def report(causes: list[str]) -> bytes:
+        cases = [
+            f'<testcase classname="com.tramline.RiderTest" name="rides{i}">'
+            '<error type="java.lang.IllegalStateException">java.lang.IllegalStateException: no rider\n'
+            f"\tat com.tramline.{cause}Service.ride{cause}({cause}Service.java:7)</error></testcase>"
+            for i, cause in enumerate(causes)
+        ]
+        return f'<testsuite name="night">{"".join(cases)}</testsuite>'.encode()
+
+    client.force_login(carol)
+    refused = client.post("/api/runs?product=PRD-1", report(services), content_type="application/xml")
+
+    assert refused.status_code == 413, refused.content
+    message = refused.json()["error"]["message"]
+    assert "6 distinct causes" in message and "TRIAGE_MAX_CAUSES" in message and not Run.objects.exists()
+    answered = client.post("/api/runs?product=PRD-1", report(services[:5] * 3), content_type="application/xml")
+    assert answered.status_code == 200, answered.content
+    assert len(answered.json()["groups"]) == 5
+
+
 def test_huge_outputs_are_read_to_their_cause_and_bounded(story, dana):
     log = "DEBUG a line of the test's own logging that goes on\n" * 200_000  # about 10 MB
     report = (

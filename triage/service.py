@@ -90,6 +90,12 @@ def triage(report: bytes | str, product_key: str, user=None, name: str = "") -> 
         reading = failures.read(case)
         readings.setdefault(reading.signature, reading)
         groups[reading.signature].append(case)
+    if len(readings) > settings.TRIAGE_MAX_CAUSES:  # each is a search: refused before the first
+        raise junit.TooLarge(
+            f"The report's {len(failed):,} failures have {len(readings):,} distinct causes; at most "
+            f"{settings.TRIAGE_MAX_CAUSES:,} are triaged at once (TRIAGE_MAX_CAUSES), each one search. "
+            "Send the suites in parts."
+        )
     matched = matching.match(readings, matching.scope_for(product.key, user))
     _apply_decisions(product, matched)
     tests = _test_cases(product, [case.full_name for case in failed], user)

@@ -86,17 +86,18 @@ def _count_on_shards(tsqueries: list[str], match: str, condition: str, params: d
 
 
 SAMPLED_DOCUMENTS = 2000
-# sample_words keeps a lexeme when it may make a term common: its records, scaled, above
-# exact_limit / WORDS_FROM. A term of fewer than WORDS_FROM lexemes none of which is kept is rare.
+# sample_words reads this many records, as ANALYZE reads 30,000 rows for the column
+# statistics, and keeps a lexeme whose records, scaled, are above exact_limit / WORDS_FROM.
+WORDS_SAMPLED = 20_000
 WORDS_FROM = 16
 WORDS_KEPT = 256  # product sets whose sample's words are kept
 # (alias, products, buckets) -> (when read, lexeme -> the sample's records holding it, scaled)
 _words: OrderedDict[tuple, tuple[float, dict[str, float]]] = OrderedDict()
 
 
-def _buckets(n: float) -> int:
-    """The first sample buckets that hold about SAMPLED_DOCUMENTS of N records."""
-    return max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * SAMPLED_DOCUMENTS / max(n, 1))))
+def _buckets(n: float, documents: int = SAMPLED_DOCUMENTS) -> int:
+    """The first sample buckets that hold about `documents` of N records."""
+    return max(1, min(SAMPLE_BUCKETS, math.ceil(SAMPLE_BUCKETS * documents / max(n, 1))))
 
 
 def _bucket_query(buckets: int) -> str:
@@ -121,37 +122,34 @@ def sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str
     return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}
 
 
-def sample_words(products: Sequence[int], n: float) -> dict[str, float]:
-    """The lexemes that may make a term common among the records of `products`
-    (N of them), each with its records in `sampled`'s sample, scaled to N: every
-    word of the sample read at once (ts_stat), and kept for CACHE_SECONDS as the
-    column statistics are. To a user who sees only some products this is what
-    the statistics' common words are to one who sees all (search.ranking.statistics),
-    read from their own records only. A term is sampled only when these say it
-    may be common; without them every term of every query was (a statement per
-    search, up to 90 ms a trace's on 2,500 records)."""
-    buckets = _buckets(n)
+def sample_words(products: Sequence[int], n: float, keep: bool) -> dict[str, float]:
+    """The common lexemes of the records of `products` (N of them), each with
+    the records of a sample of about WORDS_SAMPLED of them that hold it, scaled
+    to N (all of them: exact); all read at once (ts_stat), and, when `keep`, kept
+    for CACHE_SECONDS, as the column statistics are. To a user who sees only
+    some products they are what the statistics' common words are to one who
+    sees all (search.ranking.statistics), read from their own records only."""
+    buckets = _buckets(n, WORDS_SAMPLED)
     key = (db.alias(), tuple(sorted(products)), buckets)
     with _counts_lock:
         kept = _words.get(key)
-    if kept and time.monotonic() - kept[0] < CACHE_SECONDS:
+    if keep and kept and time.monotonic() - kept[0] < CACHE_SECONDS:
         return kept[1]
     scale = SAMPLE_BUCKETS / buckets
     ids = ",".join(str(int(p)) for p in products)  # ts_stat takes its rows as the text of a query
-    markers = _bucket_query(buckets).replace("'", "''")
-    rows = (
-        f"SELECT d.search_vector FROM search_document d WHERE d.search_markers @@ '{markers}'::tsquery "
-        f"AND d.product_id = ANY('{{{ids}}}'::bigint[])"
-    )
+    rows = f"SELECT d.search_vector FROM search_document d WHERE d.product_id = ANY('{{{ids}}}'::bigint[])"
+    if buckets < SAMPLE_BUCKETS:
+        rows += f" AND d.search_markers @@ '{_bucket_query(buckets).replace(chr(39), chr(39) * 2)}'::tsquery"
     with db.cursor() as cursor:
         cursor.execute(
             "SELECT word, ndoc FROM ts_stat(%s) WHERE ndoc * %s > %s",
             [rows, scale, config.current().exact_limit / WORDS_FROM],
         )
         words = {word: ndoc * scale for word, ndoc in cursor.fetchall()}
-    with _counts_lock:
-        _words[key] = (time.monotonic(), words)
-        _words.move_to_end(key)
-        while len(_words) > WORDS_KEPT:
-            _words.popitem(last=False)
+    if keep:
+        with _counts_lock:
+            _words[key] = (time.monotonic(), words)
+            _words.move_to_end(key)
+            while len(_words) > WORDS_KEPT:
+                _words.popitem(last=False)
     return words

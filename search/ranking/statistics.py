@@ -7,7 +7,10 @@ by definition and are counted exactly through the GIN index, capped.
 For a user who sees only some products, everything is counted over those
 products' records, never read from the column statistics (which count every
 record): a score, a plan or a spelling correction never depends on records
-the user cannot see. docs/benchmarks.md measures what the counting costs.
+the user cannot see. Their common words come from a sample of their own
+records instead (counting.sample_words, kept as the statistics are), so a
+team member's search counts what a superuser's counts: its rare words.
+docs/benchmarks.md measures what that costs.
 
 Where Citus distributes search_document (search.ranking.layout), N and
 the common words come from the shards' own statistics
@@ -241,25 +244,45 @@ def _frequencies(tsqueries: set[str], products: Sequence[int] | None) -> tuple[f
 
 def _common_within(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str, float]:
     """The df of those of `tsqueries` that are common among the records of
-    `products` (N of them), the rest left to be counted exactly (capped). A
-    word the sample's words (counting.sample_words) find common is estimated
-    from them, as the column statistics' common words are for every record; a
-    term they say may be common (its lexemes together, a prefix, a negation) is
-    estimated from the sample itself (counting.sampled)."""
+    `products` (N of them), the rest left to be counted exactly (capped).
+
+    Where their sample's words are at hand (_sample_words), a word among them is
+    read from them, as a word among the column statistics' common ones is for
+    every record, and a term they say may be common (its lexemes together, a
+    prefix, a negation) is estimated from a sample of its own (counting.sampled);
+    elsewhere every term is."""
+    words = _sample_words(products, n)
+    if words is None:
+        return counting.sampled(tsqueries, products, n)
     limit = config.current().exact_limit
-    words = counting.sample_words(products, n)
-    unseen = limit / counting.WORDS_FROM  # the most records a lexeme the sample's words leave out holds
+    unseen = limit / counting.WORDS_FROM  # the most records a lexeme left out of the words holds
     df, maybe = {}, []
     for q in tsqueries:
         lexemes = {lexeme.replace("''", "'") for lexeme in _LEXEME.findall(q)}
-        (lexeme, *others) = lexemes or {""}
-        if not others and words.get(lexeme, 0.0) > limit:  # a word, or a word and its prefix
-            df[q] = float(max(round(words[lexeme]), 1))
-        elif "!" in q or ":*" in q or sum(words.get(lexeme, unseen) for lexeme in lexemes) > limit:
-            maybe.append(q)
+        counts = [words.get(lexeme, unseen) for lexeme in lexemes] or [0.0]
+        if len(lexemes) == 1 and next(iter(lexemes)) in words:  # a word, or a word and its prefix
+            df[q] = float(max(round(counts[0]), 1))
+        elif "!" in q or ":*" in q or ("|" in q and sum(counts) > limit) or min(counts) > limit:
+            maybe.append(q)  # else: all its lexemes at once (&, <->), and one of them is rare
     if maybe:
         df.update(counting.sampled(maybe, products, n))
     return df
+
+
+def _sample_words(products: Sequence[int], n: float) -> dict[str, float] | None:
+    """counting.sample_words for a corpus large enough to keep them (CACHED_FROM,
+    as the column statistics are kept), or inside kept() for the block; else None
+    (reading them would cost a search more than it saves)."""
+    memo = _kept.get()
+    key = ("words", db.alias(), tuple(sorted(products)))
+    if memo is not None and key in memo:
+        return memo[key]
+    if memo is None and n < CACHED_FROM:
+        return None
+    words = counting.sample_words(products, n, keep=n >= CACHED_FROM)
+    if memo is not None:
+        memo[key] = words
+    return words
 
 
 def idf(n: float, df: float) -> float:
