@@ -237,6 +237,37 @@ def test_each_failure_gets_the_bug_its_trace_comes_from_first_or_is_called_new(s
         assert verdicts[test] == ("new", None, None), test
 
 
+def test_a_trace_of_frames_that_only_carry_the_code_is_never_high(story, dana):
+    """A Future's or a thread pool's frames are in unrelated bugs' traces: that a bug holds them
+    is no evidence (it was 1.0, "high": three failures pinned on a flaky test's bug so)."""
+    flaky = {
+        "kind": "bug",
+        "key": "BUG-190",
+        "product": "PRD-1",
+        "title": "GateSyncTest#syncsOnReconnect is flaky",
+        "description": "java.lang.AssertionError: expected the gate cache to be warm\n"
+        "\tat java.util.concurrent.FutureTask.run(FutureTask.java:266)\n"
+        "\tat java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1149)",
+    }
+    assert import_records(jsonl(flaky).splitlines()).written
+    carried = (
+        "java.lang.AssertionError: expected the fare cache to be warm\n"
+        "\tat java.util.concurrent.FutureTask.run(FutureTask.java:266)\n"
+        "\tat java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1149)\n"
+        "\tat com.tramline.fares.FareCacheTest.warmsOnStart(FareCacheTest.java:40)"
+    )
+    report = (
+        '<testsuite name="night"><testcase classname="com.tramline.fares.FareCacheTest" name="warmsOnStart">'
+        f'<failure type="java.lang.AssertionError"><![CDATA[{carried}]]></failure></testcase></testsuite>'
+    )
+
+    (group,) = service.triage(report, "PRD-1", dana)["groups"]
+
+    top = group["suggestions"][0]
+    assert top["key"] == "BUG-190" and top["why"]["frames"] == [2, 2]  # it holds both frames
+    assert top["confidence"] <= 0.6 and top["band"] == "medium"  # by its words: the exception, most of the message
+
+
 def test_the_bug_whose_frames_threw_it_ranks_above_one_sharing_only_the_exception_and_class(story, dana):
     answer = service.triage(fixture("surefire"), "PRD-1", dana)
     npe = groups_by_test(answer)["com.tramline.billing.RenewalServiceTest.renewsWithANewCard"]

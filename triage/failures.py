@@ -48,6 +48,19 @@ _RUNNER_FRAME = re.compile(
     )""",
     re.VERBOSE,
 )
+# Frames that only carry the code that failed to where it runs: a thread, a pool, a Future,
+# a privileged block, an event loop, a coroutine. Any code run that way passes through them,
+# so they are in the traces of unrelated bugs and tell none apart (Sentry's "not in-app").
+_CARRIER_FRAME = re.compile(
+    r"""^\s*(?:
+        at\s+(?:[\w.$]+/)*(?:java\.util\.concurrent\.|java\.lang\.Thread\.|java\.security\.AccessController\.
+            |javax\.security\.auth\.Subject\.|kotlinx\.coroutines\.|scala\.concurrent\.|akka\.dispatch\.
+            |System\.Threading\.)
+        |File\s+"[^"]*[/\\](?:threading|concurrent[/\\]futures[/\\]\w+|asyncio[/\\]\w+)\.py"
+        |\S*/src/(?:sync|runtime)/\w+\.go:\d+
+    )""",
+    re.VERBOSE,
+)
 # A frame of the test itself (RenewalServiceTest, test_fares, PassCard.test, TestValidator...):
 # the same cause reached from two tests is one cause.
 _TEST_FRAME = re.compile(r"(?:^|\s)(?:test_\w*|\w+_test|Test\w*|\w+Tests?|\w+IT|[\w.-]+\.(?:test|spec))(?:\s|$)")
@@ -76,6 +89,7 @@ class Reading:
     exception: str  # the root exception's type ("" when none is named)
     frames: tuple[str, ...]  # the top frames' class and method, top first
     message: tuple[str, ...]  # the exception message's words
+    carriers: frozenset[str] = frozenset()  # those of `frames` that only carry it (_CARRIER_FRAME)
 
 
 def read(case: Case) -> Reading:
@@ -100,7 +114,13 @@ def read(case: Case) -> Reading:
         query, frames, message = _cut(" ".join(words)) or case.name, (), tuple(words)
     cause = _cause(block, exception) or case.message or case.type or "failed without a message"
     digest = hashlib.sha1("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return Reading(digest, cause[:CAUSE_CHARS], query, exception, tuple(frames), tuple(message))
+    carriers = frozenset(frames) & _carrier_names(block)
+    return Reading(digest, cause[:CAUSE_CHARS], query, exception, tuple(frames), tuple(message), carriers)
+
+
+def _carrier_names(block: list[str]) -> set[str]:
+    """The class and method of every frame of `block` that only carries the failing code (_CARRIER_FRAME)."""
+    return {name for line in block if _CARRIER_FRAME.match(line) for name in traces.frame_names(line)}
 
 
 def _pytest_as_traceback(lines: list[str]) -> list[str]:

@@ -14,7 +14,9 @@ they are ordered by it (docs/triage.md has the measurements):
 
 - `frames`: the share of the failure's top frames (class and method) that
   the bug's text holds as frames, the i-th from the top weighing
-  1 / (1 + i), as TraceSim weighs them;
+  1 / (1 + i), as TraceSim weighs them; a frame that only carries the code
+  to where it runs (a Future, a thread pool: triage.failures' carriers)
+  weighs nothing, as it is in unrelated bugs' traces;
 - `words`: whether the bug names the exception's type, and the share of
   the message's words it holds.
 
@@ -22,7 +24,8 @@ confidence = 1 - sqrt((1 - frames) * (1 - WORD_WEIGHT * words)), the form of
 check_duplicates' (either evidence can make it high, both higher), with
 words weighing less: an exception and its message are shared by many bugs,
 the frames that threw it by few. A failure that prints no frame has its
-words alone, at most NO_FRAMES_CEILING. The bands are check_duplicates'
+words alone, at most NO_FRAMES_CEILING, and so has one of carriers alone:
+such a trace is never "high". The bands are check_duplicates'
 (search.operations.duplicates.band); `new` is a top candidate in the low band.
 """
 
@@ -143,7 +146,9 @@ def _words(text: str) -> set[str]:
 
 def _weighed(reading: Reading, ids: list[int], bugs: dict[int, _Bug]) -> list[Match]:
     frames = reading.frames[:FRAMES_READ]
-    weights = [1 / (1 + i) for i in range(len(frames))]
+    # A frame that only carries the code (a Future, a thread pool) weighs nothing: it is in
+    # unrelated bugs' traces. A trace of them alone is judged by its words, as one without frames.
+    weights = [0.0 if frame in reading.carriers else 1 / (1 + i) for i, frame in enumerate(frames)]
     exception = reading.exception.rsplit(".", 1)[-1].lower()
     message = list(dict.fromkeys(w.lower() for w in reading.message if len(w) > _SHORT))
     matches = []
@@ -152,11 +157,11 @@ def _weighed(reading: Reading, ids: list[int], bugs: dict[int, _Bug]) -> list[Ma
         if bug is None:
             continue
         held = [frame in bug.frames for frame in frames]
-        frame_share = sum(w for w, h in zip(weights, held, strict=True) if h) / sum(weights) if frames else 0.0
+        frame_share = sum(w for w, h in zip(weights, held, strict=True) if h) / max(sum(weights), 1e-9)
         named = bool(exception) and exception in bug.words
         shared = [w for w in message if w in bug.words]
         words = (named + (len(shared) / len(message) if message else 0.0)) / 2
-        if frames:
+        if any(weights):
             confidence = 1 - math.sqrt((1 - frame_share) * (1 - WORD_WEIGHT * words))
         else:
             confidence = NO_FRAMES_CEILING * words
