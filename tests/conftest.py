@@ -73,23 +73,28 @@ def static_root(default) -> Path:
     return Path(os.environ["STATIC_ROOT"])
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """The tests on a Citus cluster run in one worker (`--dist loadgroup`): the cluster is
-    a session fixture, built and started once, not once a worker.
+    """The tests on a Citus cluster run in one worker, one after another (`--dist
+    loadgroup` hands out the tests whose ids end in "@citus" as one): the cluster is a
+    session fixture, built once, and test_citus_layout's tests build on one database in
+    turn. The id is set here: pytest-xdist's own xdist_group marker sets an attribute
+    pytest 9.2 no longer reads, and its tests were spread over the workers, in any order.
 
     And every item has an id of its own. Schemathesis (4.32 under pytest 9) gives each of
     an API's operations the test function's bare id; pytest-xdist, which hands tests out
     by id, ran one of test_fuzz's 38 operations and dropped the other 37 unreported."""
     shared = Counter(item.nodeid for item in items)
     for item in items:
-        if shared[item.nodeid] > 1:
-            own = f"{item.parent.nodeid}::{item.name}"
-            if hasattr(item, "_id"):  # pytest 9.2's structured id
-                item._id = type(item._id).parse(own)
-            else:
-                item._nodeid = own
+        own = f"{item.parent.nodeid}::{item.name}" if shared[item.nodeid] > 1 else item.nodeid
         if "citus_cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("citus"))
+            own += "@citus"
+        if own == item.nodeid:
+            continue
+        if hasattr(item, "_id"):  # pytest 9.2's structured id
+            item._id = type(item._id).parse(own)
+        else:
+            item._nodeid = own
 
 
 def pytest_sessionstart(session):

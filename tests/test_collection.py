@@ -23,3 +23,6 @@ def test_every_test_has_an_id_of_its_own():
     ids = Counter(line for line in collected.stdout.splitlines() if "::" in line)
     assert sum(ids.values()) > 1000
     assert [nodeid for nodeid, count in ids.items() if count > 1] == []
+    # --dist loadgroup hands out the tests whose ids end in @citus as one, in order, to one worker.
+    layout = [nodeid for nodeid in ids if nodeid.startswith("tests/test_citus_layout.py::")]
+    assert len(layout) > 5 and all(nodeid.endswith("@citus") for nodeid in layout), layout
