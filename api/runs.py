@@ -11,15 +11,17 @@ from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from triage import service
+from triage import service, summary
 from triage.junit import refuse_declared, too_large
 from writeback import links
 
 from . import schema, throttles
 from .authentication import TokenMayWrite
+from .errors import JSONErrors
 from .parsers import JSONParser, declared_length
 from .views import OneValueEach
 
@@ -44,7 +46,22 @@ class TextXMLBodyParser(XMLBodyParser):
     media_type = "text/xml"
 
 
-TRIAGE = "the run's triage: its groups, verdicts and suggestions (docs/triage.md, triage/contract.py)"
+class MarkdownRenderer(BaseRenderer):
+    """`Accept: text/markdown`: the triage as a pull request comment (triage.summary)."""
+
+    media_type = "text/markdown"
+    format = "md"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        request = renderer_context["request"]
+        return summary.markdown(data, request.build_absolute_uri("/")).encode()
+
+
+TRIAGE = (
+    "the run's triage: its groups, verdicts and suggestions (docs/triage.md, triage/contract.py); "
+    "with `Accept: text/markdown`, a summary for a pull request comment"
+)
 QUERY = [
     OpenApiParameter("product", str, description="the key of the product the run tested (required with a report)"),
     OpenApiParameter("name", str, description="the report's file name, kept with the run"),
@@ -52,9 +69,10 @@ QUERY = [
 ]
 
 
-class RunsView(OneValueEach, APIView):
+class RunsView(JSONErrors, OneValueEach, APIView):
     refuse_body = staticmethod(refuse_declared)  # config.middleware.DeclaredBodyLimitMiddleware
     parser_classes = [XMLBodyParser, TextXMLBodyParser, MultiPartParser, JSONParser]
+    renderer_classes = [JSONRenderer, MarkdownRenderer]
     throttle_classes = [throttles.SearchRateThrottle]
 
     @extend_schema(
@@ -97,7 +115,9 @@ class RunsView(OneValueEach, APIView):
         return Response(service.call({**params, **body}, request.user, name=name))
 
 
-class RunView(OneValueEach, APIView):
+class RunView(JSONErrors, OneValueEach, APIView):
+    renderer_classes = [JSONRenderer, MarkdownRenderer]
+
     @extend_schema(
         summary="A stored run's triage",
         parameters=QUERY[2:],
