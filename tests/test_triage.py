@@ -181,7 +181,7 @@ def without_run(answer: dict) -> dict:
     for group in answer["groups"]:
         group.pop("first_seen"), group.pop("runs_seen")
         for failure in group["failures"]:
-            failure.pop("failing_runs")
+            failure.pop("failing_runs"), failure.pop("recent", None)
     return answer
 
 

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from search.contract.duplicates import Band
 from search.contract.types import KeyFilter, omitted_when_null
 
+from .junit import COMMIT
+
 
 def _empty(value) -> bool:
     return not value
@@ -28,6 +30,7 @@ class TriageRequest(BaseModel):
     junit: str | None = None  # the report's XML
     product: KeyFilter | None = Field(None, description="key of the product run")
     run: int | None = Field(None, ge=1)  # a stored run's id, instead of junit
+    commit: Annotated[str, Field(pattern=rf"^{COMMIT}$")] | None = None  # tested; else the report's property
     max_tokens: int | None = Field(None, ge=100)  # whole groups; `omitted` counts the rest
 
     @model_validator(mode="after")
@@ -74,6 +77,14 @@ class Suggestion(BaseModel):
     why: MatchWhy
 
 
+# A failing test's last runs (at most 10) that ran it, of the run's commit when named (triage.flaky).
+class Recent(BaseModel):
+    failed: int
+    runs: int
+    commit: str | None = Field(None, exclude_if=omitted_when_null)
+    flipped: bool  # it passed on this commit too
+
+
 class FailedTest(BaseModel):
     test: str = Field(description="classname.name as the runner reported it")
     outcome: Literal["failure", "error"]
@@ -82,6 +93,7 @@ class FailedTest(BaseModel):
     test_case: str | None = Field(None, description="the test case record of this name", exclude_if=omitted_when_null)
     case_bugs: list[str] = Field(default_factory=list, description="bugs linked to that test case", exclude_if=_empty)
     failing_runs: int = Field(description="runs in a row this test failed, this one included")
+    recent: Recent | None = Field(None, exclude_if=omitted_when_null)
 
 
 class Draft(BaseModel):
@@ -95,7 +107,7 @@ class Group(BaseModel):
     signature: str = Field(description="the cause's: the same exception and top frames, numbers and paths aside")
     cause: str
     frames: list[str] = Field(default_factory=list, exclude_if=_empty)
-    verdict: Literal["known", "new"]
+    verdict: Literal["known", "flaky", "new"]  # flaky: no known bug, each test passed on this commit too
     bug: str | None = Field(None, description="the likeliest known bug, when known", exclude_if=omitted_when_null)
     band: Band | None = Field(None, exclude_if=omitted_when_null)
     suggestions: list[Suggestion] = Field(description="likeliest first")
@@ -109,6 +121,7 @@ class TriageResponse(BaseModel):
     run: int
     product: str
     name: str = Field("", exclude_if=_empty)
+    commit: str = Field("", exclude_if=_empty)
     created_at: datetime
     counts: Counts
     groups: list[Group] = Field(description="one a cause, most failures first")

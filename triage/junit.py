@@ -17,6 +17,7 @@ column), a root that is neither `testsuites` nor `testsuite`, a
 `testcase` without a name.
 """
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -97,8 +98,19 @@ class Case:
         return self.outcome in FAILED or self.flaky
 
 
+COMMIT = r"[\w.\-/]{1,64}"  # a commit as a run names it: a hash, a tag, a branch@hash
+# A <property> that names the commit the run tested (Surefire, Gradle and CI plugins write them).
+COMMIT_PROPERTIES = ("commit", "git.commit", "git.commit.id", "git_commit", "revision", "sha", "vcs.revision")
+PROPERTIES_READ = 1000
+
+
 def read(data: bytes | str) -> list[Case]:
     """The test cases of a JUnit report, in file order; JUnitError when it is not one."""
+    return report(data)[0]
+
+
+def report(data: bytes | str) -> tuple[list[Case], str]:
+    """read(), and the commit the report's properties name ("" when none does: COMMIT_PROPERTIES)."""
     size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if size > settings.TRIAGE_MAX_BYTES:
         raise too_large(size)
@@ -116,7 +128,19 @@ def read(data: bytes | str) -> list[Case]:
         cases.append(_case(suite, element, lines.get(id(element), 0)))
         if len(cases) > settings.TRIAGE_MAX_TESTS:
             raise TooLarge(f"The report holds more than {settings.TRIAGE_MAX_TESTS:,} test cases (TRIAGE_MAX_TESTS).")
-    return cases
+    return cases, _commit(root)
+
+
+def _commit(root: ET.Element) -> str:
+    """The first of COMMIT_PROPERTIES a <property> of the report names (a short, plain value)."""
+    named = {}
+    for index, element in enumerate(root.iter()):
+        if index > PROPERTIES_READ * 10 or len(named) >= PROPERTIES_READ:
+            break
+        if _local(element.tag) == "property":
+            name, value = (element.get("name") or "").strip().lower(), (element.get("value") or "").strip()
+            named.setdefault(name, value)
+    return next((value for key in COMMIT_PROPERTIES if re.fullmatch(COMMIT, value := named.get(key, ""))), "")
 
 
 def _parse(data: bytes | str) -> tuple[ET.Element, dict[int, int]]:

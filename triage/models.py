@@ -24,6 +24,10 @@ class Run(models.Model):
     failed = models.PositiveIntegerField(default=0)  # failures and errors
     skipped = models.PositiveIntegerField(default=0)
     flaky = models.PositiveIntegerField(default=0)  # passed on a rerun
+    commit = models.CharField(max_length=64, blank=True, default="", help_text="the commit the run tested")
+    # The tests of this run that passed and had failed in a kept run of its product: with
+    # the failures, what flaky across runs reads (a test that never failed is not kept).
+    passed_after_failing = models.JSONField(default=list, blank=True)
     # The triage as answered (triage.contract.TriageResponse), its decisions kept current.
     answer = models.JSONField(default=dict)
 

@@ -34,13 +34,14 @@ from search.contract import NotFound, SearchError
 from search.contract.budget import fit
 from search.service import parse
 
-from . import failures, junit, matching
+from . import failures, flaky, junit, matching
 from .contract import (
     Counts,
     DecisionRequest,
     Draft,
     FailedTest,
     Group,
+    Recent,
     Suggestion,
     TriageRequest,
     TriageResponse,
@@ -70,32 +71,18 @@ def call(
     if request.run is not None:
         answer = run_answer(request.run, user)
     else:
-        answer = triage(data if data is not None else request.junit, request.product, user, name)
+        report = data if data is not None else request.junit
+        answer = triage(report, request.product, user, name, request.commit)
     return within(answer, request.max_tokens or default_tokens)
 
 
-def triage(report: bytes | str, product_key: str, user=None, name: str = "") -> dict:
-    """Triage a report for `product_key`, store the run; its answer (TriageResponse's JSON)."""
+def triage(report: bytes | str, product_key: str, user=None, name: str = "", commit: str | None = None) -> dict:
+    """Triage a report for `product_key`, store the run; its answer (TriageResponse's JSON).
+    `commit`: the one the run tested (else the report's commit property)."""
     product = _product(product_key, user)
-    cases = junit.read(report)
+    cases, named = junit.report(report)
     failed = [case for case in cases if case.failed]
-    if len(failed) > settings.TRIAGE_MAX_FAILURES:
-        raise junit.TooLarge(
-            f"The report holds {len(failed):,} failures; at most {settings.TRIAGE_MAX_FAILURES:,} are triaged at "
-            "once (TRIAGE_MAX_FAILURES). Send the suites in parts."
-        )
-    groups: dict[str, list] = defaultdict(list)
-    readings = {}
-    for case in failed:
-        reading = failures.read(case)
-        readings.setdefault(reading.signature, reading)
-        groups[reading.signature].append(case)
-    if len(readings) > settings.TRIAGE_MAX_CAUSES:  # each is a search: refused before the first
-        raise junit.TooLarge(
-            f"The report's {len(failed):,} failures have {len(readings):,} distinct causes; at most "
-            f"{settings.TRIAGE_MAX_CAUSES:,} are triaged at once (TRIAGE_MAX_CAUSES), each one search. "
-            "Send the suites in parts."
-        )
+    readings, groups = _causes(failed)
     matched = matching.match(readings, matching.scope_for(product.key, user))
     _apply_decisions(product, matched)
     tests = _test_cases(product, [case.full_name for case in failed], user)
@@ -110,6 +97,8 @@ def triage(report: bytes | str, product_key: str, user=None, name: str = "") -> 
             failed=sum(case.outcome in junit.FAILED for case in cases),
             skipped=sum(case.outcome == "skipped" for case in cases),
             flaky=sum(case.flaky for case in cases),
+            commit=commit or named,
+            passed_after_failing=flaky.passed_after_failing(product.pk, _passed(cases)),
         )
         rows = []
         for signature, members in groups.items():
@@ -215,10 +204,35 @@ def _known(matches: list) -> Any:
     return matches[0] if matches and matches[0].confidence >= matching.KNOWN_FROM else None
 
 
-def _verdict(matches: list) -> dict:
-    """A group's verdict, bug and band (the last two None when it is new)."""
+def _causes(failed: list[junit.Case]) -> tuple[dict, dict[str, list]]:
+    """Each cause's reading and failing cases, by signature; refused past the limits (413)."""
+    if len(failed) > settings.TRIAGE_MAX_FAILURES:
+        raise junit.TooLarge(
+            f"The report holds {len(failed):,} failures; at most {settings.TRIAGE_MAX_FAILURES:,} are triaged at "
+            "once (TRIAGE_MAX_FAILURES). Send the suites in parts."
+        )
+    groups: dict[str, list] = defaultdict(list)
+    readings = {}
+    for case in failed:
+        reading = failures.read(case)
+        readings.setdefault(reading.signature, reading)
+        groups[reading.signature].append(case)
+    if len(readings) > settings.TRIAGE_MAX_CAUSES:  # each is a search: refused before the first
+        raise junit.TooLarge(
+            f"The report's {len(failed):,} failures have {len(readings):,} distinct causes; at most "
+            f"{settings.TRIAGE_MAX_CAUSES:,} are triaged at once (TRIAGE_MAX_CAUSES), each one search. "
+            "Send the suites in parts."
+        )
+    return readings, groups
+
+
+def _verdict(matches: list, recent: list) -> dict:
+    """A group's verdict, bug and band (the last two None unless it is known). No known bug,
+    and every failing test of it passed on this commit too (`recent`, triage.flaky): flaky."""
     top = _known(matches)
-    return {"verdict": "known" if top else "new", "bug": top.key if top else None, "band": top.band if top else None}
+    if top is None:
+        return {"verdict": "flaky" if all(r and r.flipped for r in recent) else "new", "bug": None, "band": None}
+    return {"verdict": "known", "bug": top.key, "band": top.band}
 
 
 def _confirmed(bug: Bug) -> matching.Match:
@@ -244,7 +258,10 @@ def _redecide(group: dict, bug: Bug, decision: str) -> dict:
     if decision == Decision.CONFIRMED:
         suggestions.insert(0, _suggestion(_confirmed(bug)))
     suggestions = suggestions[: matching.SHOWN]
-    return Group.model_validate({**group, "suggestions": suggestions, **_verdict(suggestions)}).model_dump(mode="json")
+    recent = [Recent.model_validate(f["recent"]) if f.get("recent") else None for f in group["failures"]]
+    return Group.model_validate({**group, "suggestions": suggestions, **_verdict(suggestions, recent)}).model_dump(
+        mode="json"
+    )
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -301,7 +318,7 @@ def _history(run: Run, signatures: list[str], tests: list[str]) -> dict:
     for test, run_id in Failure.objects.filter(run_id__in=recent, test__in=set(tests)).values_list("test", "run_id"):
         failed_in[test].add(run_id)
     streak = {test: sum(1 for _ in takewhile(failed_in[test].__contains__, recent)) for test in tests}
-    return {"seen": seen, "streak": streak}
+    return {"seen": seen, "streak": streak, "recent": flaky.recent(run, tests)}
 
 
 def _answer(run, product, readings, groups, matched, tests, history) -> TriageResponse:
@@ -314,7 +331,7 @@ def _answer(run, product, readings, groups, matched, tests, history) -> TriageRe
                 signature=signature,
                 cause=reading.cause,
                 frames=list(reading.frames[:3]),
-                **_verdict(matches),
+                **_verdict(matches, [history["recent"].get(case.full_name[:1000]) for case in members]),
                 suggestions=[_suggestion(m) for m in matches if m.confidence >= matching.SUGGEST_FROM][
                     : matching.SHOWN
                 ],
@@ -328,6 +345,7 @@ def _answer(run, product, readings, groups, matched, tests, history) -> TriageRe
         run=run.pk,
         product=product.key,
         name=run.name,
+        commit=run.commit,
         created_at=run.created_at,
         counts=Counts(tests=run.tests, passed=run.passed, failed=run.failed, skipped=run.skipped, flaky=run.flaky),
         groups=built,
@@ -349,7 +367,12 @@ def _failed(case: junit.Case, tests: dict, history: dict) -> FailedTest:
         test_case=key,
         case_bugs=bugs[:5],
         failing_runs=history["streak"].get(name, 1),
+        recent=history["recent"].get(name),
     )
+
+
+def _passed(cases: list[junit.Case]) -> list[str]:
+    return [case.full_name[:1000] for case in cases if case.outcome == "passed" and not case.flaky]
 
 
 def _draft(case: junit.Case, reading: failures.Reading) -> Draft:

@@ -9,6 +9,9 @@ test's name) is shown as code, so no Markdown or HTML in it is rendered.
 
 from urllib.parse import quote, urlencode
 
+from . import flaky
+from .contract import Recent
+
 SHOWN_TESTS = 3  # a row names this many failing tests, then "and N more"
 
 
@@ -18,11 +21,13 @@ def markdown(answer: dict, site: str) -> str:
     counts = answer["counts"]
     groups = sorted(answer["groups"], key=lambda g: (g["verdict"] != "new", -len(g["failures"])))
     new = sum(g["verdict"] == "new" for g in groups)
+    flaky_ones = sum(g["verdict"] == "flaky" for g in groups)
     run = f"{site}/triage/?{urlencode({'run': answer['run']})}"
     name = f" of {_code(answer['name'])}" if answer.get("name") else ""
     lines = [
         f"### Triage{name} for {_code(answer['product'])}: "
-        f"{new} new {'cause' if new == 1 else 'causes'}, {len(groups) - new} known",
+        f"{new} new {'cause' if new == 1 else 'causes'}, {len(groups) - new - flaky_ones} known"
+        + (f", {flaky_ones} flaky" if flaky_ones else ""),
         "",
         f"{counts['failed']} of {counts['tests']} tests failed ({counts['passed']} passed, "
         f"{counts['skipped']} skipped, {counts['flaky']} flaky). [Run {answer['run']}]({run})",
@@ -39,6 +44,9 @@ def markdown(answer: dict, site: str) -> str:
 
 
 def _verdict(group: dict) -> str:
+    if group["verdict"] == "flaky":
+        recent = next((f["recent"] for f in group["failures"] if f.get("recent")), None)
+        return f"flaky ({flaky.said(Recent.model_validate(recent))})" if recent else "flaky"
     return "**new**" if group["verdict"] == "new" else "known"
 
 

@@ -27,6 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--product", required=True, help="the key of the product the run tested")
         parser.add_argument("--user", help="triage as this user (what they may see); default: every product")
         parser.add_argument("--max-tokens", type=int, help="whole groups within that many tokens")
+        parser.add_argument("--commit", help="the commit the run tested (else the report's commit property)")
         parser.add_argument("--markdown", action="store_true", help="print a summary for a pull request comment")
         parser.add_argument(
             "--site", default="http://127.0.0.1:8000", help="where the summary's links point (this service's URL)"
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
         except OSError as error:
             raise CommandError(f"{file}: {error.strerror or error}") from None
-        params = {"product": product, "max_tokens": max_tokens}
+        params = {"product": product, "max_tokens": max_tokens, "commit": options.get("commit")}
         try:
             answer = service.call(params, acting, data=data, name="" if file == "-" else Path(file).name)
         except SearchError as error:
