@@ -72,8 +72,9 @@ def scores(answers: list[dict], judged: dict[str, tuple[str, str]]) -> dict:
     }
 
 
-def thousand() -> bytes:
-    """One report of 1,000 failures: the set's failing test cases, renamed on each repeat."""
+def thousand(distinct: bool = False, count: int = 1000) -> bytes:
+    """One report of `count` failures: the set's failing test cases, renamed on each repeat
+    (188 causes); `distinct`: each its own cause too, its top frame's method renamed."""
     cases = []
     for path in sorted(SET.glob("run-*.xml")):
         cases += re.findall(
@@ -82,8 +83,10 @@ def thousand() -> bytes:
             re.S,
         )
     picked = [
-        re.sub(r'name="(\w+)"', rf'name="\1R{i // len(cases)}"', cases[i % len(cases)], count=1) for i in range(1000)
+        re.sub(r'name="(\w+)"', rf'name="\1R{i // len(cases)}"', cases[i % len(cases)], count=1) for i in range(count)
     ]
+    if distinct:
+        picked = [re.sub(r"(at [\w.$]+\.)(\w+)\(", rf"\1\2V{i}(", case, count=1) for i, case in enumerate(picked)]
     return ('<testsuites><testsuite name="nightly">' + "\n".join(picked) + "</testsuite></testsuites>").encode()
 
 
@@ -105,6 +108,9 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--superuser", action="store_true", help="triage as no one in particular (every product)")
+    parser.add_argument(
+        "--causes", type=int, default=500, help="also time a report of this many failures, each its own cause"
+    )
     args = parser.parse_args()
 
     from django.db import connection
@@ -158,6 +164,10 @@ def main() -> None:
             start = time.perf_counter()
             timed = service.triage(big, "HADOOP", user)
             times.append(time.perf_counter() - start)
+        many = thousand(distinct=True, count=args.causes)
+        start = time.perf_counter()
+        distinct = len(service.triage(many, "HADOOP", user)["groups"])
+        distinct_time = time.perf_counter() - start
     failures = sum(len(g["failures"]) for g in timed["groups"])
     who = "no one in particular" if user is None else "a member of HADOOP's team"
     print(
@@ -182,6 +192,7 @@ def main() -> None:
         f"median {statistics.median(times):.2f} s "
         f"(min {min(times):.2f}, max {max(times):.2f}) over {args.rounds}"
     )
+    print(f"{args.causes:,} failures, each its own cause ({distinct} causes; some lack frames): {distinct_time:.2f} s")
 
 
 if __name__ == "__main__":
