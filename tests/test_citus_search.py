@@ -46,13 +46,14 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
+from backlog.access import visible_product_ids
 from backlog.demo import generate
 from backlog.imports import import_records
 from backlog.interchange import dumps
 from backlog.models import Bug, Feature, Product, QATest
 from search.contract import SearchRequest
 from search.operations.search import search
-from search.ranking import statistics
+from search.ranking import counting, statistics
 
 from .conftest import forget_history
 
@@ -161,13 +162,21 @@ def corpus_statistics() -> dict:
     return {"n": n, "df": {lexeme: round(fraction * n) for lexeme, fraction in freq.items()}}
 
 
+def member_words() -> dict:
+    """Rita's common words, as her statistics read them from her products' records
+    (search.ranking.counting.sample_words: ts_stat over a sample of them, here all)."""
+    products = sorted(visible_product_ids(User.objects.get(username="rita")))
+    n, _ = statistics.corpus(products)
+    return counting.sample_words(products, n, keep=False)
+
+
 def on_the_cluster(out: str) -> None:
     """The cluster's side, run in a child process (`manage.py shell`): load,
     answer, and show the plans and settings of the vector statements."""
     from django.db import transaction
 
     vectors = load()
-    result = {"vectors": vectors, "answers": answers(), "statistics": corpus_statistics()}
+    result = {"vectors": vectors, "answers": answers(), "statistics": corpus_statistics(), "words": member_words()}
     with CaptureQueriesContext(connection) as statements:
         search(SearchRequest(query="payment screen", mode="keyword", limit=20), None)
     result["keyword_statements"] = [s["sql"] for s in statements.captured_queries]
@@ -234,7 +243,7 @@ def one_server(cluster, django_db_setup, django_db_blocker):
     answers: loaded once for the module (the tests only read), removed after it."""
     with django_db_blocker.unblock(), override_settings(SEARCH_RANKING=RANKING):
         load(cluster["vectors"])
-        found = {"answers": answers(), "statistics": corpus_statistics()}
+        found = {"answers": answers(), "statistics": corpus_statistics(), "words": member_words()}
     yield found
     with django_db_blocker.unblock():
         for model in (Bug, QATest, Feature, Product, User, Group):
@@ -268,6 +277,12 @@ def test_the_cluster_knows_n_and_every_common_word_s_frequency_as_one_server_doe
     assert {"payment", "screen"} <= set(common)
     asked = cluster["keyword_statements"]  # "payment screen", after the searches above
     assert not [sql for sql in asked if "count(" in sql or "run_command_on" in sql or "pg_stats" in sql], asked
+
+
+def test_a_member_s_common_words_are_read_on_the_cluster_as_on_one_server(cluster, one_server):
+    """ts_stat over a distributed table: Rita's words, and how many of her records hold each."""
+    ours, theirs = one_server["words"], cluster["words"]
+    assert len(ours) > 20 and theirs == ours
 
 
 def test_hybrid_and_semantic_searches_share_at_least_95_percent_of_one_server_s_top_20(cluster, one_server):
