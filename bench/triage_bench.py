@@ -104,14 +104,17 @@ def member():
 
 
 def main() -> None:
+    global SET
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--superuser", action="store_true", help="triage as no one in particular (every product)")
+    parser.add_argument("--set", type=Path, default=SET, help="the set (eval/triage-hadoop-pytest: Python's shape)")
     parser.add_argument(
         "--causes", type=int, default=500, help="also time a report of this many failures, each its own cause"
     )
     args = parser.parse_args()
+    SET = args.set
 
     from django.db import connection
 
