@@ -156,6 +156,12 @@ def keys(response) -> list[str]:
             "TypeError unsupported operand type s for int and NoneType cart total views checkout",
         ),
         (
+            'Checkout crashed: Traceback (most recent call last): File "/app/shop/views.py", line 3, in checkout '
+            'total = cart.total() File "/app/shop/cart.py", line 40, in total '
+            "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'",  # flattened, as Jira shows it
+            "TypeError unsupported operand type s for int and NoneType cart total views checkout",
+        ),
+        (
             "TypeError: Cannot read properties of undefined (reading 'map')\n"
             "    at renderList (webpack:///src/components/List.jsx:12:15)\n"
             "    at Object.<anonymous> (/app/index.js:5:1)",
@@ -182,7 +188,17 @@ def keys(response) -> list[str]:
             "java.lang.NegativeArraySizeException 4096 corrupt or truncated at",
         ),
     ],
-    ids=["java", "java-flattened", "python", "javascript-v8", "javascript-gecko", "dotnet", "go", "exception-alone"],
+    ids=[
+        "java",
+        "java-flattened",
+        "python",
+        "python-flattened",
+        "javascript-v8",
+        "javascript-gecko",
+        "dotnet",
+        "go",
+        "exception-alone",
+    ],
 )
 def test_a_trace_is_read_as_its_exception_message_and_top_frames(pasted, words):
     """Line numbers, files' folders, offsets and addresses are gone; Python's top frames are its last;

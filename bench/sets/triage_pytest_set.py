@@ -65,8 +65,9 @@ def ported(description: str) -> str:
 def printed(exception: str, frames: list[str], test: tuple[str, str], style: int, rng: random.Random) -> str:
     """A failure as pytest prints it: the test first, the frame that raised last."""
     module, function = test
-    kind, _, message = exception.partition(":")
-    error = f"{kind.rsplit('.', 1)[-1].strip()}: {message.strip()}".rstrip(": ")
+    # Python's last line names the exception as `Type: message`; a line of other text stays as printed.
+    typed = re.match(r"(?:[\w$]+\.)*(?P<kind>[\w$]*(?:Exception|Error|Throwable))\b:?\s*(?P<message>.*)", exception)
+    error = f"{typed['kind']}: {typed['message']}".rstrip(": ") if typed else exception
     own = [found for f in frames if (found := python_frame(f, rng.randint(1, 40)))]
     calls = [f"{line}\n    {name}(request)" for line, name in reversed(own)]  # most recent call last
     test_line = f'  File "/src/tests/{module.replace(".", "/")}.py", line {rng.randint(20, 300)}, in {function}'

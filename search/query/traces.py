@@ -49,6 +49,10 @@ _JVM_FRAME = re.compile(
     r"\bat\s+(?:[\w.$-]+/+)*(?P<name>[\w$<>]+(?:\.[\w$<>-]+)+)"
     r"\((?:[\w$-]+\.(?:java|kt|scala|groovy|clj)(?::\d+)?|Native Method|Unknown Source)\)"
 )
+# A Python frame wherever it is, as a JVM one: a traceback pasted onto one line is still one.
+_PYTHON_FRAME_ANYWHERE = re.compile(
+    r'\bFile\s+"[^"]+\.pyw?",\s+line\s+\d+(?:,\s+in\s+[\w<>.]+)?|Traceback \(most recent call last\):'
+)
 # The other frames are whole lines.
 _DOTNET_FRAME = re.compile(r"^at\s+(?P<name>[^\s().]+(?:\.[^\s().]+)+)\([^()]*\)(?:\s+in\s+\S.*:line\s+\d+)?$")
 _PYTHON_FRAME = re.compile(r'^File\s+"(?P<file>[^"]+)",\s+line\s+\d+(?:,\s+in\s+(?P<name>\S+))?')
@@ -187,10 +191,11 @@ def frame_names(text: str) -> list[str]:
 
 
 def _lines(text: str) -> list[str]:
-    """The lines of `text`, stripped, a JVM frame on a line of its own however it was pasted
-    (Jira and chat flatten traces onto one line)."""
+    """The lines of `text`, stripped, a JVM or Python frame on a line of its own however it
+    was pasted (Jira and chat flatten traces onto one line)."""
     lines = []
     for line in text.splitlines():
+        line = _PYTHON_FRAME_ANYWHERE.sub(lambda m: f"\n{m[0]}\n", line)
         pieces = _JVM_FRAME.sub(lambda m: f"\n{m[0]}\n", line).split("\n")
         lines += [piece.strip() for piece in pieces if piece.strip()] or [""]
     return lines
