@@ -8,7 +8,7 @@ Python frame a port of the code would print (`at o.a.h.hdfs.DFSClient.open(
 DFSClient.java:123)` is `File "/src/hadoop/hdfs/dfs_client.py", line 123, in
 open`), and each failure is printed as pytest reports it (junitxml: a
 `tests.<package>.test_<module>` classname, `test_...` names), most recent call
-last: a third as a native traceback, a third in pytest's long format (`E`
+last: a quarter as a native traceback, a quarter in pytest's long format (`E`
 lines, `path.py:12: in f`), a third raised through a Future
 (concurrent.futures' frames between the test and the code). Line numbers
 move, as in the Java set. It judges triage's rules on a second language's
@@ -65,6 +65,8 @@ def ported(description: str) -> str:
 def printed(exception: str, frames: list[str], test: tuple[str, str], style: int, rng: random.Random) -> str:
     """A failure as pytest prints it: the test first, the frame that raised last."""
     module, function = test
+    exception = triage_set.varied(exception, rng)
+    frames = frames[: rng.randint(min(3, len(frames)), len(frames))]  # as deep as that run's stack went
     # Python's last line names the exception as `Type: message`; a line of other text stays as printed.
     typed = re.match(r"(?:[\w$]+\.)*(?P<kind>[\w$]*(?:Exception|Error|Throwable))\b:?\s*(?P<message>.*)", exception)
     error = f"{typed['kind']}: {typed['message']}".rstrip(": ") if typed else exception
@@ -79,6 +81,13 @@ def printed(exception: str, frames: list[str], test: tuple[str, str], style: int
         return "\n".join([*body, f"E   {error}"])
     middle = FUTURE if style == 2 else []
     head = [test_line + ("\n    future.result()" if style == 2 else "\n    run(request)")]
+    if style == 3:  # the test's own assertion, raised from the fault: Python prints the cause first
+        cause = ["Traceback (most recent call last):", *calls, error]
+        assertion = [test_line + "\n    raise AssertionError('expected the call to succeed') from error"]
+        return "\n".join(
+            [*cause, "", "The above exception was the direct cause of the following exception:", ""]
+            + ["Traceback (most recent call last):", *assertion, "AssertionError: expected the call to succeed"]
+        )
     return "\n".join(["Traceback (most recent call last):", *head, *middle, *calls, error])
 
 
@@ -114,7 +123,7 @@ def build(source: Path, out: Path) -> dict:
         parts = package.split(".")
         module = "tests." + ".".join([*(snake(p) for p in parts[3:-1]), "test_" + snake(parts[-1])])
         name = "test_" + snake(method)
-        text = printed(exception, frames, (module, name), rng.randrange(3), rng).replace("]]>", "]] >")
+        text = printed(exception, frames, (module, name), rng.randrange(4), rng).replace("]]>", "]] >")
         error = text.rsplit("\n", 1)[-1].removeprefix("E   ")
         reports.setdefault(int(report), []).append(
             f'<testcase classname="{module}" name="{name}" time="0.{rng.randint(10, 99)}">'

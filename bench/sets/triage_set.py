@@ -11,12 +11,14 @@ A held-out trace whose top frames another bug of the corpus also holds (3 of
 
 Each bug fails 1 to 3 tests of REPORTS reports (Surefire's layout, nested
 `testsuites`, and a Gradle-like one), printed as a test run prints a
-fault: the exception line and the bug's frames (up to 12, as found) with
-other line numbers, then the test's frame and JUnit's, Surefire's and
-reflection's; a third of them as a thread's uncaught exception with a log
-line and time stamp above; a third wrapped, as a test that waits on a
+fault: the exception line, its numbers and temporary paths changed, and
+the bug's top frames (3 to 12, as deep as that run's stack went) with other
+line numbers, then the test's frame and JUnit's, Surefire's and
+reflection's; a quarter of them as a thread's uncaught exception with a log
+line and time stamp above; a quarter wrapped, as a test that waits on a
 Future sees it (`ExecutionException`, FutureTask's frames, then `Caused
-by:` the fault, `... 12 more`). Passing tests are mixed in, some tests
+by:` the fault, `... 12 more`); a quarter as the test's own
+`AssertionError` with the fault as its `Caused by:`. Passing tests are mixed in, some tests
 flaky (passed on a rerun). truth.tsv says, per failing test, the bug (or
 `new`) and the cause (the bug's key either way), which groups must not mix.
 """
@@ -68,9 +70,23 @@ def shifted(frame: str, rng: random.Random) -> str:
     return re.sub(r":(\d+)\)", lambda m: f":{int(m[1]) + rng.randint(1, 40)})", frame)
 
 
+def varied(exception: str, rng: random.Random) -> str:
+    """The exception line as another run prints it: its numbers and temporary paths are others."""
+    exception = re.sub(r"\b\d{2,}\b", lambda m: str(int(m[0]) + rng.randint(1, 999)), exception)
+    return re.sub(r"/tmp/[\w./-]+", f"/tmp/junit{rng.randint(1000, 9999)}/data", exception)
+
+
 def printed(exception: str, frames: list[str], test: str, style: int, rng: random.Random) -> str:
-    own = [shifted(f, rng) for f in frames]
+    exception = varied(exception, rng)
+    own = [shifted(f, rng) for f in frames[: rng.randint(min(3, len(frames)), len(frames))]]  # as deep as it goes
     test_frame = f"at {test}(Test.java:{rng.randint(30, 400)})"
+    if style == 3:  # a test's assertion, the fault as its cause
+        return "\n".join(
+            ["java.lang.AssertionError: expected the call to succeed", "\tat org.junit.Assert.fail(Assert.java:89)"]
+            + [f"\t{test_frame}", *(f"\t{f}" for f in RUNNER), f"Caused by: {exception}"]
+            + [f"\t{f}" for f in own]
+            + [f"\t... {rng.randint(5, 30)} more"]
+        )
     if style == 1:  # a thread's uncaught exception, a log line above
         stamp = f"2026-03-{rng.randint(10, 28)} 02:{rng.randint(10, 59)}:{rng.randint(10, 59)},{rng.randint(100, 999)}"
         head = [
@@ -123,7 +139,7 @@ def build(source: Path, out: Path) -> dict:
         cases = []
         for n in range(rng.randint(1, 3)):
             test = f"{suite_class}.test{top[-1][:1].upper()}{top[-1][1:]}Case{n}"
-            text = printed(exception, frames, test, rng.randrange(3), rng).replace("]]>", "]] >")
+            text = printed(exception, frames, test, rng.randrange(4), rng).replace("]]>", "]] >")
             flaky = rng.random() < 0.1
             element = "flakyFailure" if flaky else "error"
             body = f"<stackTrace><![CDATA[{text}]]></stackTrace>" if flaky else f"<![CDATA[{text}]]>"
