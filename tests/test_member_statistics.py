@@ -104,3 +104,16 @@ def test_dana_s_search_of_a_common_word_ranks_only_her_records(dana):
 
     assert answer["total"] == 40
     assert {hit["key"].split("-B")[0] for hit in answer["results"]} == {"PRD-1"}
+
+
+def test_her_newest_months_come_from_her_own_records_tokens(tramline, monkeypatch):
+    """recent_months, which picks the months a broad match set is ranked from, reads her sample's
+    month tokens (search_markers) as one who sees all reads the column statistics': not None for her."""
+    monkeypatch.setattr(statistics, "CACHED_FROM", 10)
+    from django.utils import timezone
+
+    month, share = statistics.recent_months(0.2, tramline)
+
+    assert month == timezone.now().strftime("%Y%m") and share == 1.0  # every record of hers was written now
+    words = counting.sample_words(tramline, 41, keep=False)
+    assert words[statistics.MONTH_PREFIX + month] == 41  # the product and its 40 bugs; Ledgerly's 61 not counted

@@ -137,13 +137,17 @@ def sample_words(products: Sequence[int], n: float, keep: bool) -> dict[str, flo
         return kept[1]
     scale = SAMPLE_BUCKETS / buckets
     ids = ",".join(str(int(p)) for p in products)  # ts_stat takes its rows as the text of a query
-    rows = f"SELECT d.search_vector FROM search_document d WHERE d.product_id = ANY('{{{ids}}}'::bigint[])"
+    # Its words and its tokens (the months of search_markers: statistics.recent_months).
+    rows = (
+        "SELECT d.search_vector || d.search_markers FROM search_document d "
+        f"WHERE d.product_id = ANY('{{{ids}}}'::bigint[])"
+    )
     if buckets < SAMPLE_BUCKETS:
         rows += f" AND d.search_markers @@ '{_bucket_query(buckets).replace(chr(39), chr(39) * 2)}'::tsquery"
     with db.cursor() as cursor:
         cursor.execute(
-            "SELECT word, ndoc FROM ts_stat(%s) WHERE ndoc * %s > %s",
-            [rows, scale, config.current().exact_limit / WORDS_FROM],
+            "SELECT word, ndoc FROM ts_stat(%s) WHERE ndoc * %s > %s AND left(word, %s) <> %s",  # no bucket
+            [rows, scale, config.current().exact_limit / WORDS_FROM, len(SAMPLE_PREFIX), SAMPLE_PREFIX],
         )
         words = {word: ndoc * scale for word, ndoc in cursor.fetchall()}
     if keep:

@@ -152,10 +152,18 @@ def recent_months(fraction: float, products: Sequence[int] | None = None) -> tup
     tokens (sql.MONTH_PREFIX): the oldest of them (YYYYMM) and the fraction
     they hold. None when that would be most records anyway, or when the
     statistics do not know the months (a small or unanalyzed corpus, cheap
-    to read in full, or the records of some `products` only)."""
-    if fraction >= 0.5 or products is not None:
+    to read in full). Over the records of some `products`, from their
+    sample's tokens (_sample_words) when they are at hand."""
+    if fraction >= 0.5:
         return None
-    _, freq = corpus()
+    if products is None:
+        _, freq = corpus()
+    else:
+        n, _ = corpus(products)
+        words = _sample_words(products, n)
+        if not words:
+            return None
+        freq = {token: count / n for token, count in words.items() if token.startswith(MONTH_PREFIX)}
     months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
     covered = 0.0
     for month, share in months:
