@@ -237,6 +237,34 @@ def test_each_failure_gets_the_bug_its_trace_comes_from_first_or_is_called_new(s
         assert verdicts[test] == ("new", None, None), test
 
 
+def test_python_s_chained_cause_is_read_as_the_cause_as_java_s_caused_by_is(story, dana):
+    """Python prints a chain's cause first: an AssertionError raised from the fault is the fault's group."""
+    fault = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/tramline/fares/zones.py", line 12, in lookup\n    return ZONES[code]\n'
+        "KeyError: 'Z9'"
+    )
+    chained = (
+        f"{fault}\n\nThe above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/tests/test_fares.py", line 40, in test_quote\n    raise AssertionError("no quote") from error\n'
+        "AssertionError: no quote"
+    )
+    cases = [("test_quote_plain", fault), ("test_quote_chained", chained)]
+    report = (
+        '<testsuite name="fares">'
+        + "".join(
+            f'<testcase classname="tests.test_fares" name="{name}"><failure><![CDATA[{text}]]></failure></testcase>'
+            for name, text in cases
+        )
+        + "</testsuite>"
+    )
+
+    (group,) = service.triage(report, "PRD-1", dana)["groups"]
+
+    assert len(group["failures"]) == 2 and group["cause"].startswith("KeyError")
+
+
 def test_a_trace_of_frames_that_only_carry_the_code_is_never_high(story, dana):
     """A Future's or a thread pool's frames are in unrelated bugs' traces: that a bug holds them
     is no evidence (it was 1.0, "high": three failures pinned on a flaky test's bug so)."""

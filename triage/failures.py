@@ -11,7 +11,8 @@ message (ReportPortal's and Sentry's grouping read a trace so too). So:
   failure and tell none apart: Sentry calls the rest "in-app" frames);
 - in a Java chain (`Caused by:`) the root cause is read: a test that gets a
   fault through a Future or a wrapper prints the wrapper first, and the
-  wrapper is the same for every fault it carries;
+  wrapper is the same for every fault it carries; Python prints a chain's
+  cause first, and its first traceback is read;
 - the signature is the root exception's type and its top SIGNATURE_FRAMES
   frames' class and method (search.query.traces reads them in Java, Python,
   JavaScript, .NET and Go), or, for a failure that prints no frame, its
@@ -68,6 +69,11 @@ _TEST_FRAME = re.compile(r"(?:^|\s)(?:test_\w*|\w+_test|Test\w*|\w+Tests?|\w+IT|
 _ERROR_LINE = re.compile(r"(?:^|[\s:(])(?:[\w.$]*(?:Error|Exception|Failure|Fault)|panic)\b")
 _GENERIC_TYPES = {"failure", "failed", "error", "assertion", ""}
 _CAUSED_BY = re.compile(r"^\s*Caused by:\s*")
+# Python prints a chain's cause first, then one of these, then the exception raised from it.
+_PYTHON_CHAIN = re.compile(
+    r"^\s*(?:The above exception was the direct cause of the following exception:"
+    r"|During handling of the above exception, another exception occurred:)\s*$"
+)
 _THREAD = re.compile(r'^(\s*)Exception in thread "[^"]*"\s*')
 # What changes from run to run in a message: numbers, hex, quoted values, paths, times.
 _VARYING = re.compile(
@@ -141,7 +147,12 @@ def _pytest_as_traceback(lines: list[str]) -> list[str]:
 
 
 def _root_cause(lines: list[str]) -> list[str]:
-    """The last block of a `Caused by:` chain that has a frame of its own, or the whole text."""
+    """The last block of a `Caused by:` chain that has a frame of its own; in Python's chain
+    (the cause printed first), the first traceback that has one; or the whole text."""
+    chained = [i for i, line in enumerate(lines) if _PYTHON_CHAIN.match(line)]
+    if chained:
+        blocks = [lines[a:b] for a, b in zip([0, *(i + 1 for i in chained)], [*chained, len(lines)], strict=True)]
+        return next((block for block in blocks if traces.frame_names("\n".join(block))), lines)
     starts = [0] + [i for i, line in enumerate(lines) if _CAUSED_BY.match(line)]
     if len(starts) == 1:
         return lines
