@@ -14,8 +14,6 @@ whether it passed in one of them (`flipped`). A cause no known bug explains
 whose every failing test flipped is **flaky**, not new (triage.service).
 """
 
-from collections import defaultdict
-
 from .contract import Recent
 from .models import Failure, Run
 
@@ -32,16 +30,18 @@ def passed_after_failing(product_id: int, passed: list[str]) -> list[str]:
     return sorted(set(failed_before).intersection(passed))[:PASSED_KEPT]
 
 
-def recent(run: Run, tests: list[str]) -> dict[str, Recent]:
-    """Each of `tests` (failing in `run`) that ran in an earlier kept run: its Recent."""
+def runs(run: Run) -> list[tuple[int, list[str]]]:
+    """The runs `recent` reads, newest first: (id, passed_after_failing) of at most RUNS_READ
+    runs of the product up to `run`, of its commit when it names one."""
     runs = Run.objects.filter(product_id=run.product_id, created_at__lte=run.created_at)
     if run.commit:
         runs = runs.filter(commit=run.commit)
-    read = list(runs.order_by("-created_at", "-id").values_list("id", "passed_after_failing")[:RUNS_READ])
-    failed_in = defaultdict(set)
-    rows = Failure.objects.filter(run_id__in=[i for i, _ in read], test__in=set(tests)).values_list("test", "run_id")
-    for test, run_id in rows:
-        failed_in[test].add(run_id)
+    return list(runs.order_by("-created_at", "-id").values_list("id", "passed_after_failing")[:RUNS_READ])
+
+
+def recent(run: Run, tests: list[str], read: list[tuple[int, list[str]]], failed_in: dict[str, set[int]]):
+    """Each of `tests` (failing in `run`) that ran in an earlier of `read` (runs()): its Recent.
+    `failed_in`: test -> the ids of those runs it failed in (Failure rows)."""
     passed = {run_id: set(names) for run_id, names in read}
     found = {}
     for test in set(tests):
@@ -63,7 +63,7 @@ def recent(run: Run, tests: list[str]) -> dict[str, Recent]:
     return found
 
 
-def said(recent: Recent) -> str:
-    """What a person reads: "failed 3 of the last 10 runs on abc123"."""
-    where = f" on {recent.commit}" if recent.commit else ""
-    return f"failed {recent.failed} of the last {recent.runs} runs{where}"
+def said(recent: dict) -> str:
+    """What a person reads of an answer's `recent`: "failed 3 of the last 10 runs on abc123"."""
+    where = f" on {recent['commit']}" if recent.get("commit") else ""
+    return f"failed {recent['failed']} of the last {recent['runs']} runs{where}"

@@ -149,6 +149,7 @@ def _weighed(reading: Reading, ids: list[int], bugs: dict[int, _Bug]) -> list[Ma
     # A frame that only carries the code (a Future, a thread pool) weighs nothing: it is in
     # unrelated bugs' traces. A trace of them alone is judged by its words, as one without frames.
     weights = [0.0 if frame in reading.carriers else 1 / (1 + i) for i, frame in enumerate(frames)]
+    own = sum(weights)
     exception = reading.exception.rsplit(".", 1)[-1].lower()
     message = list(dict.fromkeys(w.lower() for w in reading.message if len(w) > _SHORT))
     matches = []
@@ -157,11 +158,11 @@ def _weighed(reading: Reading, ids: list[int], bugs: dict[int, _Bug]) -> list[Ma
         if bug is None:
             continue
         held = [frame in bug.frames for frame in frames]
-        frame_share = sum(w for w, h in zip(weights, held, strict=True) if h) / max(sum(weights), 1e-9)
+        frame_share = sum(w for w, h in zip(weights, held, strict=True) if h) / own if own else 0.0
         named = bool(exception) and exception in bug.words
         shared = [w for w in message if w in bug.words]
         words = (named + (len(shared) / len(message) if message else 0.0)) / 2
-        if any(weights):
+        if own:
             confidence = 1 - math.sqrt((1 - frame_share) * (1 - WORD_WEIGHT * words))
         else:
             confidence = NO_FRAMES_CEILING * words

@@ -314,11 +314,13 @@ def _history(run: Run, signatures: list[str], tests: list[str]) -> dict:
         .order_by("-created_at", "-id")
         .values_list("id", flat=True)[:HISTORY_RUNS]
     )
-    failed_in = defaultdict(set)
-    for test, run_id in Failure.objects.filter(run_id__in=recent, test__in=set(tests)).values_list("test", "run_id"):
+    of_commit = flaky.runs(run)
+    failed_in = defaultdict(set)  # one statement for the streak's runs and flaky's
+    read = {*recent, *(run_id for run_id, _ in of_commit)}
+    for test, run_id in Failure.objects.filter(run_id__in=read, test__in=set(tests)).values_list("test", "run_id"):
         failed_in[test].add(run_id)
     streak = {test: sum(1 for _ in takewhile(failed_in[test].__contains__, recent)) for test in tests}
-    return {"seen": seen, "streak": streak, "recent": flaky.recent(run, tests)}
+    return {"seen": seen, "streak": streak, "recent": flaky.recent(run, tests, of_commit, failed_in)}
 
 
 def _answer(run, product, readings, groups, matched, tests, history) -> TriageResponse:

@@ -10,7 +10,6 @@ test's name) is shown as code, so no Markdown or HTML in it is rendered.
 from urllib.parse import quote, urlencode
 
 from . import flaky
-from .contract import Recent
 
 SHOWN_TESTS = 3  # a row names this many failing tests, then "and N more"
 
@@ -46,7 +45,7 @@ def markdown(answer: dict, site: str) -> str:
 def _verdict(group: dict) -> str:
     if group["verdict"] == "flaky":
         recent = next((f["recent"] for f in group["failures"] if f.get("recent")), None)
-        return f"flaky ({flaky.said(Recent.model_validate(recent))})" if recent else "flaky"
+        return f"flaky ({flaky.said(recent)})" if recent else "flaky"
     return "**new**" if group["verdict"] == "new" else "known"
 
 

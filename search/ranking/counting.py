@@ -48,6 +48,14 @@ _counts_lock = threading.Lock()
 COUNTS_KEPT = 10_000
 
 
+def _keep(cache: OrderedDict, key: tuple, value, most: int) -> None:
+    """`value` in `cache` under `key`, the newest; the oldest dropped past `most`. Under _counts_lock."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > most:
+        cache.popitem(last=False)
+
+
 def _count_on_shards(tsqueries: list[str], match: str, condition: str, params: dict, cap: int | None):
     """count_each on a distributed table. Citus would plan each subquery
     apart, and a capped one would gather up to `cap` rows a shard on the
@@ -78,10 +86,7 @@ def _count_on_shards(tsqueries: list[str], match: str, condition: str, params: d
         with _counts_lock:
             for i, q in enumerate(missing, start=1):
                 found[q] = min(counted.get(i, 0), cap or math.inf)
-                _counts[(*what, q)] = (now, found[q])
-                _counts.move_to_end((*what, q))
-            while len(_counts) > COUNTS_KEPT:
-                _counts.popitem(last=False)
+                _keep(_counts, (*what, q), (now, found[q]), COUNTS_KEPT)
     return found
 
 
@@ -152,8 +157,5 @@ def sample_words(products: Sequence[int], n: float, keep: bool) -> dict[str, flo
         words = {word: ndoc * scale for word, ndoc in cursor.fetchall()}
     if keep:
         with _counts_lock:
-            _words[key] = (time.monotonic(), words)
-            _words.move_to_end(key)
-            while len(_words) > WORDS_KEPT:
-                _words.popitem(last=False)
+            _keep(_words, key, (time.monotonic(), words), WORDS_KEPT)
     return words

@@ -163,7 +163,7 @@ def recent_months(fraction: float, products: Sequence[int] | None = None) -> tup
         words = _sample_words(products, n)
         if not words:
             return None
-        freq = {token: count / n for token, count in words.items() if token.startswith(MONTH_PREFIX)}
+        freq = {token: count / n for token, count in words.items()}
     months = sorted(((k[len(MONTH_PREFIX) :], f) for k, f in freq.items() if k.startswith(MONTH_PREFIX)), reverse=True)
     covered = 0.0
     for month, share in months:
