@@ -281,6 +281,7 @@ def test_long_texts_are_cut_not_refused(local):
 
 def test_the_model_reads_256_tokens_not_the_files_128(packaged):
     """The tokenizer file truncates at 128 tokens; the provider must read up to 256 (and no more)."""
+    packaged._load()  # lazy: under xdist no earlier test in this worker may have loaded it
     tokens = packaged._tokenizer.encode("bug " * 150 + "crash")
     assert len(tokens.ids) == 150 + 1 + 2  # so the 150th word is beyond 128 tokens
     short_a, short_b = packaged.embed_documents(["bug " * 150 + "crash", "bug " * 150 + "printer"])
