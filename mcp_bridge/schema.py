@@ -29,7 +29,8 @@ SELF_EXPLANATORY = {"mode", "entities", "limit", "sort", "before", "after", "det
 # Accepted, not listed: an agent says the same through what is listed. Search's filters are
 # the query's fields (kind:bug status:open severity:high product:KEY feature:KEY created:>...,
 # docs/search-syntax.md, which the query's help names); the include_ switches are detail's
-# (and get's fields'); match_mode=raw (a tsquery) is for people who write them.
+# (and get's fields'); match_mode=raw (a tsquery) is for people who write them; correct=false is
+# what corrected_query's help offers.
 QUERY_FIELDS = {
     "entities",
     "products",
@@ -41,7 +42,15 @@ QUERY_FIELDS = {
     "updated_after",
     "updated_before",
 }
-SWITCHES = {"match_mode", "include_scores", "include_content", "include_facets", "include_index", "include_related"}
+SWITCHES = {
+    "match_mode",
+    "correct",
+    "include_scores",
+    "include_content",
+    "include_facets",
+    "include_index",
+    "include_related",
+}
 # mode: hybrid serves similar and check_duplicates best (docs/duplicates.md); search lists it.
 UNLISTED = {"search": QUERY_FIELDS | SWITCHES, "default": SWITCHES | {"mode"}}
 

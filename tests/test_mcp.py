@@ -166,6 +166,7 @@ CASES = [
     ("get-within-max-tokens", "get", {"keys": ["BUG-12", "FEAT-7"], "max_tokens": 700}),
     ("error-max-tokens-too-small", "search", {"query": "renewal", "max_tokens": 5}),
     ("search-typo", "search", {"query": "renewl", "mode": "keyword"}),
+    ("search-as-typed", "search", {"query": "renewl", "mode": "keyword", "correct": False}),
     ("error-bad-enum", "search", {"query": "renewal", "mode": "fuzzy"}),
     ("error-limit-500", "search", {"query": "renewal", "limit": 500}),
     ("error-query-too-short", "search", {"query": " a "}),
@@ -384,6 +385,12 @@ def test_each_tool_answers_what_rest_answers_over_stdio_and_http(case_id, over_s
         assert stdio.text == http.text == body["error"]["message"]
     else:
         assert json.loads(stdio.text) == json.loads(http.text) == body
+
+
+def test_search_instead_for_the_words_as_typed(over_stdio):
+    corrected, as_typed = (over_stdio["answers"][case].structured for case in ("search-typo", "search-as-typed"))
+    assert corrected["corrected_query"] == "renew" and corrected["total"] > 0  # cut back to its stem
+    assert "corrected_query" not in as_typed and as_typed["total"] == 0
 
 
 def test_errors_say_what_was_wrong_and_what_to_send(over_stdio):

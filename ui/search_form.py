@@ -23,7 +23,8 @@ FACETS = {
     "severity": ("severity", "Severity"),
 }
 FACET_OPTIONS_MAX = 12
-CONTROLLED = {"query", "sort", "mode", "cursor", *(param for param, _ in FACETS.values())}
+# correct=false ("search instead for") is for the words it was offered on: the form's next change drops it.
+CONTROLLED = {"query", "sort", "mode", "cursor", "correct", *(param for param, _ in FACETS.values())}
 
 
 @dataclass

@@ -81,6 +81,11 @@ class SearchRequest(BaseModel):
     updated_after: UtcDateTime | None = None
     updated_before: UtcDateTime | None = None
     sort: Sort = Field("relevant", description="relevant (default) or recent (newest first)")
+    correct: bool = Field(
+        True,
+        description="true (default): a misspelt word no record holds is corrected (corrected_query); "
+        "false: the words as typed, as 'search instead for' asks",
+    )
     limit: int = Field(LIMIT_DEFAULT, ge=1, le=LIMIT_MAX, description=f"results per page, 1-{LIMIT_MAX}")
     cursor: NulFreeStr | None = Field(None, description="next_cursor of the previous page")
     include_scores: bool = Field(False, description="add each arm's rank and score and the boosts")
@@ -220,7 +225,9 @@ class SearchResponse(BaseModel):
     mode: Mode = Field(description="the mode actually used (hybrid falls back to keyword without embeddings)")
     match_mode: MatchMode
     corrected_query: str | None = Field(
-        None, description="set when typo tolerance rewrote the query", exclude_if=omitted_when_null
+        None,
+        description="set when typo tolerance rewrote the query; correct=false searches it as typed",
+        exclude_if=omitted_when_null,
     )
     total: int = Field(description="records matching the query and filters")
     total_exact: bool = Field(description="false when total and facets are estimates (very broad queries)")

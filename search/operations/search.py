@@ -95,6 +95,7 @@ class SearchPlan(pipeline.Plan):
     def __init__(self, request: SearchRequest, text: str, parsed: ParsedQuery, health, key_match, depth: int):
         self.mode, self.text, self.parsed, self.health, self.depth = request.mode, text, parsed, health, depth
         self.match_mode = request.match_mode
+        self.correct = request.correct
         self.pinned = key_match
         self.boost_title = text
         self.rerank_text = text if request.sort == "relevant" else None
@@ -106,7 +107,7 @@ class SearchPlan(pipeline.Plan):
 
     def keyword_arm(self, scope: Scope) -> ArmResult | None:
         result, self.parsed, self.corrected, self.stats = _keyword_with_typos(
-            self.parsed, self.match_mode, scope, self.pinned, self.depth
+            self.parsed, self.match_mode, scope, self.depth, correct=self.correct and self.pinned is None
         )
         if self.corrected and self.rerank_text is not None:
             self.rerank_text = self.corrected
@@ -146,15 +147,16 @@ def _listing(request: SearchRequest, fielded: fields.Fielded, parsed: ParsedQuer
     return found, health, ""
 
 
-def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, key_match: int | None, depth: int):
+def _keyword_with_typos(parsed: ParsedQuery, match_mode: str, scope: Scope, depth: int, correct: bool):
     """The keyword arm, retried with the corrected query when a word matches
     no record, or replaced by the closest titles when the words found fewer
     than relax_below records: (the arm, the query it ran, the
-    corrected text or None, that query's statistics)."""
+    corrected text or None, that query's statistics). `correct`: False for a
+    key match, or when asked to search the words as typed."""
     stats = statistics.of_query(parsed, scope)
     result = keyword.arm(parsed, scope, depth, stats)
     # A trace's words are as pasted: a class name no record has is no typo.
-    typo_possible = result is not None and parsed.raw is None and not parsed.trace and key_match is None
+    typo_possible = correct and result is not None and parsed.raw is None and not parsed.trace
     few = typo_possible and result.total < config.current().relax_below
     # A word no record has is worth correcting however many records the others find.
     if not few and not (typo_possible and typos.unknown_words(parsed, stats[1])):
