@@ -416,15 +416,18 @@ def _severity(rng, mode_i: int) -> str:
     return SEVERITIES[bisect(cum, rng.random() * cum[-1])]
 
 
-def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bool) -> dict:
+def _bug_record(rng, key: str, f: _Feature, orig: tuple | None, with_feature: bool, truth: dict | None) -> dict:
     """One bug; with `orig` (a spec of an earlier bug) a paraphrased duplicate of it.
-    Its parts are drawn in a fixed order from `rng`: the same seed, the same bug."""
+    Its parts are drawn in a fixed order from `rng`: the same seed, the same bug.
+    `truth`, when given, gets the failure it was made as (see generate)."""
     p, b = f.product, f.base
     if orig:
         mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test = _duplicate_problem(rng, orig)
         with_feature = orig[9]
     else:
         mode_i, prob_i, title_i, actual_i, act_i, ctx_i, created, severity, test = _new_problem(rng, f)
+    if truth is not None:
+        truth[key] = (f.key, mode_i, prob_i, act_i)
     mode = MODES[mode_i]
     titles, actuals = mode[7][prob_i]
     act = b.acts[act_i]
@@ -653,11 +656,15 @@ def _drop_a_raw_field(rng, raw: dict) -> None:
 # --------------------------------------------------------------------------
 # The stream
 # --------------------------------------------------------------------------
-def generate(records: int, seed: int = 0) -> Iterator[dict]:
+def generate(records: int, seed: int = 0, truth: dict | None = None) -> Iterator[dict]:
     """Yield `records` QA records (dicts in the interchange format), deterministic for `seed`.
 
     Products come first, then features, then tests and bugs interleaved; every
-    relation names a record yielded earlier and of the same product.
+    relation names a record yielded earlier and of the same product. `truth`,
+    when given, maps each bug's key to the failure it was made as: (feature
+    key, failure mode, problem, scenario); two bugs with the same are the same
+    failure in the same scenario, whether or not one is linked to the other
+    (bench/duplicate_bands.py judges the duplicate bands by it).
     """
     rng = random.Random(seed)
     n_products, n_features, n_tests, n_bugs = _plan(max(0, int(records)))
@@ -712,4 +719,4 @@ def generate(records: int, seed: int = 0) -> Iterator[dict]:
             bugs_left -= 1
             bug_no += 1
             orig = f.bugs[int(rng.random() * len(f.bugs))] if f.bugs and rng.random() < 0.085 else None
-            yield _bug_record(rng, f"BUG-{bug_no}", f, orig, with_feature)
+            yield _bug_record(rng, f"BUG-{bug_no}", f, orig, with_feature, truth)

@@ -52,7 +52,8 @@ SWITCHES = {
     "include_related",
 }
 # mode: hybrid serves similar and check_duplicates best (docs/duplicates.md); search lists it.
-UNLISTED = {"search": QUERY_FIELDS | SWITCHES, "default": SWITCHES | {"mode"}}
+# draft_feature: the staff UI's (a bug page, the report form); an agent narrows by feature.
+UNLISTED = {"search": QUERY_FIELDS | SWITCHES, "default": SWITCHES | {"mode", "draft_feature"}}
 
 
 def input_schemas(

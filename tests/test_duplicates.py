@@ -78,24 +78,48 @@ def test_a_concise_candidate_holds_what_deciding_needs_and_full_the_rest(embedde
         assert short == {name: value for name, value in whole.items() if name in short} | {"why": short["why"]}
 
 
-def test_the_same_title_is_a_high_confidence_duplicate_whatever_its_tags(embedded):
-    body = check(title="[Android] Renewal fails with a saved card", limit=3)
+BUG_1_TEXT = {
+    "actual_result": "Tapping Renew shows a spinner forever",
+    "expected_result": "The payment sheet opens",
+    "environment": "Pixel 7, Android 14",
+}
 
-    assert keys(body)[0] == "BUG-1"
+
+def test_the_same_title_and_text_is_high_whatever_the_tags_and_a_title_alone_is_not(embedded):
+    body = check(title="[Android] Renewal fails with a saved card", limit=3, **BUG_1_TEXT)
+    title_alone = check(title="[Android] Renewal fails with a saved card", limit=3)
+
+    assert keys(body)[0] == keys(title_alone)[0] == "BUG-1"
     first = body["results"][0]
-    assert first["why"]["same_title"] is True
+    assert first["why"]["same_title"] is True and first["why"]["semantic_similarity"] >= 0.84
     assert (first["confidence"], first["band"]) == (1.0, "high")
     assert all("same_title" not in hit["why"] for hit in body["results"][1:])  # false is left out
     assert all(hit["band"] in ("medium", "low") for hit in body["results"][1:])
+    # The same words in a title, and no text to compare: likely, not high (issue 51, item 4).
+    alone = title_alone["results"][0]
+    assert alone["why"]["same_title"] is True and alone["band"] == "medium"
 
 
 def test_the_band_follows_the_evidence(embedded):
     unrelated = check(title="Map tiles flicker at night", mode="keyword")
     close = check(title="Renewal fails with saved card on Android", mode="keyword")
+    texts = check(title="Renewal fails with saved card on Android", **BUG_1_TEXT)
 
-    assert keys(close)[0] == "BUG-1" and close["results"][0]["band"] == "high"
-    assert close["results"][0]["confidence"] < 1  # android is not in its title
+    # By keyword alone there are only the title's words: medium at most.
+    assert keys(close)[0] == "BUG-1" and close["results"][0]["band"] == "medium"
+    assert keys(texts)[0] == "BUG-1" and texts["results"][0]["band"] == "high"
+    assert texts["results"][0]["why"]["semantic_similarity"] >= 0.84  # the texts agree too
     assert all(hit["band"] == "low" for hit in unrelated["results"])
+
+
+def test_a_look_alike_of_another_feature_is_never_high(embedded):
+    draft = {"title": "Renewal fails with a saved card", **BUG_1_TEXT}
+    own, other = check(**draft, draft_feature="FEAT-1"), check(**draft, draft_feature="FEAT-2")
+
+    assert keys(own)[0] == keys(other)[0] == "BUG-1"  # every feature's bugs stay candidates, in one order
+    assert keys(own) == keys(other)
+    assert own["results"][0]["band"] == "high"
+    assert other["results"][0]["band"] == "medium" and other["results"][0]["confidence"] < 0.7
 
 
 def test_product_and_feature_narrow_the_candidates(embedded):

@@ -25,6 +25,8 @@ def likely_duplicates(bug: dict, user) -> dict | None:
     if len(title) < QUERY_MIN:
         return None
     draft = {"title": title, "product": bug["product"], "limit": CANDIDATES}
+    if bug.get("feature"):  # a look-alike of another feature is never a high one
+        draft["draft_feature"] = bug["feature"]
     for name in DRAFT_FIELDS:
         value = (bug.get("content") or {}).get(name)
         text = "\n".join(value) if isinstance(value, list) else value

@@ -94,6 +94,9 @@ class ReportForm(forms.Form):
         product = self.data.get("product")
         if product and self.fields["product"].queryset.filter(key=product).exists():
             draft["product"] = product
+        feature = self.data.get("feature")
+        if feature and self.fields["feature"].queryset.filter(key=feature).exists():
+            draft["draft_feature"] = feature  # the bugs of every feature stay; another's is never high
         return draft
 
 

@@ -47,6 +47,9 @@ class DuplicateCheckRequest(BaseModel):
     environment: DraftText | None = None
     product: KeyFilter | None = Field(None, description="only bugs of this product key")
     feature: KeyFilter | None = None  # only bugs of this feature key
+    draft_feature: KeyFilter | None = Field(
+        None, description="the feature the draft is about: bugs of other features stay candidates, never high"
+    )
     mode: Mode = "hybrid"
     limit: int = Field(
         DUPLICATES_DEFAULT, ge=1, le=DUPLICATES_MAX, description=f"candidates to return, 1-{DUPLICATES_MAX}"
