@@ -210,6 +210,27 @@ def test_alice_logs_in_types_and_sees_ranked_results(page, alice, corpus):
     docs_screenshot(page, "search", full_page=False)
 
 
+def test_a_corrected_query_offers_the_words_as_typed_and_a_new_query_is_corrected_again(as_alice):
+    page = as_alice
+    page.goto("/search/?query=renwal&mode=keyword")
+    note = page.locator("#corrected")
+    expect(note).to_have_text(re.compile(r"^Showing results for renew\w*\. Search instead for renwal\.$"))
+    corrected = shown_keys(page)
+    assert corrected and corrected == [hit["key"] for hit in contract(page)["results"]]
+
+    note.get_by_role("link", name="renwal").click()
+
+    expect(page).to_have_url(re.compile(r"query=renwal&mode=keyword&correct=false$"))
+    expect(page.locator("#corrected")).to_have_count(0)
+    expect(page.locator(".result")).to_have_count(0)  # no record says "renwal"
+    assert contract(page)["total"] == 0
+
+    page.get_by_label("Search QA knowledge").fill("seasn")  # a new query: corrected as ever
+
+    expect(page.locator("#corrected")).to_contain_text("Search instead for seasn")
+    assert "correct=false" not in page.url
+
+
 def test_a_facet_filters_and_the_cursor_pages(as_alice):
     page = as_alice
     page.goto("/search/?limit=5")  # limit has no control; the form carries it
