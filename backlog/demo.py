@@ -660,11 +660,9 @@ def generate(records: int, seed: int = 0, truth: dict | None = None) -> Iterator
     """Yield `records` QA records (dicts in the interchange format), deterministic for `seed`.
 
     Products come first, then features, then tests and bugs interleaved; every
-    relation names a record yielded earlier and of the same product. `truth`,
-    when given, maps each bug's key to the failure it was made as: (feature
-    key, failure mode, problem, scenario); two bugs with the same are the same
-    failure in the same scenario, whether or not one is linked to the other
-    (bench/duplicate_bands.py judges the duplicate bands by it).
+    relation names a record yielded earlier and of the same product. `truth` gets
+    each bug's failure: (feature key, mode, problem, scenario), the same for the
+    same failure in the same scenario, linked or not (bench/duplicate_bands.py).
     """
     rng = random.Random(seed)
     n_products, n_features, n_tests, n_bugs = _plan(max(0, int(records)))
