@@ -660,10 +660,8 @@ def generate(records: int, seed: int = 0, truth: dict | None = None) -> Iterator
     """Yield `records` QA records (dicts in the interchange format), deterministic for `seed`.
 
     Products come first, then features, then tests and bugs interleaved; every
-    relation names a record yielded earlier and of the same product. `truth` gets
-    each bug's failure: (feature key, mode, problem, scenario), the same for the
-    same failure in the same scenario, linked or not (bench/duplicate_bands.py).
-    """
+    relation names a record yielded earlier and of the same product. `truth` gets each bug's
+    (feature, mode, problem, scenario): one failure, linked or not (bench/duplicate_bands.py)."""
     rng = random.Random(seed)
     n_products, n_features, n_tests, n_bugs = _plan(max(0, int(records)))
     products = [p.fork() for p in _PRODUCTS[:n_products]]
