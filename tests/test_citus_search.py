@@ -60,6 +60,7 @@ from .conftest import forget_history
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS, EMBEDDED, SEED, NOISE = 300, 40, 0, 0.02
 RANKING = {"exact_limit": 40}
+COMMON = 60  # words whose document frequencies are compared
 QUERIES = [
     "crash",
     "payment fails",
@@ -157,9 +158,17 @@ def answers() -> dict:
 
 
 def corpus_statistics() -> dict:
-    """N and the document frequencies the keyword arm uses for Dana (statistics.corpus)."""
-    n, freq = statistics.corpus()
-    return {"n": n, "df": {lexeme: round(fraction * n) for lexeme, fraction in freq.items()}}
+    """N and the document frequencies the keyword arm uses for Dana, of the corpus'
+    COMMON commonest words (statistics.document_frequencies)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT word FROM ts_stat('SELECT search_vector FROM search_document') "
+            "WHERE position(chr(39) in word) = 0 ORDER BY ndoc DESC, word LIMIT %s",
+            [COMMON],
+        )
+        words = [word for (word,) in cursor.fetchall()]
+    n, df = statistics.document_frequencies([f"'{word}'" for word in words])
+    return {"n": n, "df": df}
 
 
 def member_words() -> dict:
@@ -242,13 +251,23 @@ def one_server(cluster, django_db_setup, django_db_blocker):
     """The same records and vectors in this process's plain test database, and its
     answers: loaded once for the module (the tests only read), removed after it."""
     with django_db_blocker.unblock(), override_settings(SEARCH_RANKING=RANKING):
+        with connection.cursor() as cursor:  # ANALYZE counts lexemes lossily here, not on the shards
+            cursor.execute(LOSSY_STATISTICS)
         load(cluster["vectors"])
         found = {"answers": answers(), "statistics": corpus_statistics(), "words": member_words()}
     yield found
     with django_db_blocker.unblock():
+        with connection.cursor() as cursor:
+            cursor.execute(LOSSY_STATISTICS.replace("STATISTICS 1", "STATISTICS -1"))
         for model in (Bug, QATest, Feature, Product, User, Group):
             model.objects.all().delete()
         forget_history()  # committed, their events would collide with a later test's reset sequences
+
+
+# On the one server only: its ANALYZE counts the search_vector lexemes lossily past 2,857 of them
+# (this corpus has some 20,000; the default target of 100 does so past 144,285, as a corpus of
+# 5,909 records did), and undercounts a word it forgot once; a shard's 75 records are within.
+LOSSY_STATISTICS = "ALTER TABLE search_document ALTER COLUMN search_vector SET STATISTICS 1"
 
 
 def overlap(ours: list[str], theirs: list[str]) -> float:
@@ -267,14 +286,16 @@ def test_keyword_searches_find_the_same_top_20_and_totals_as_one_server(cluster,
 
 
 def test_the_cluster_knows_n_and_every_common_word_s_frequency_as_one_server_does(cluster, one_server):
-    """Read from the shards' statistics, and cached: a keyword search of common
-    words on the cluster counts nothing and asks no worker for statistics."""
+    """Counted below CACHED_FROM records (from there read from a sample of
+    records chosen by their ids), never read from ANALYZE's figures, which
+    differ between one server and the shards (LOSSY_STATISTICS; issue 51,
+    item 6); and kept: a keyword search of common words after the others
+    counts nothing and asks no worker for statistics."""
     ours, theirs = one_server["statistics"], cluster["statistics"]
     assert theirs["n"] == ours["n"] == RECORDS
-    common = {lexeme: df for lexeme, df in ours["df"].items() if df > RANKING["exact_limit"]}
-    assert len(common) > 20
-    assert {lexeme: theirs["df"].get(lexeme) for lexeme in common} == common
-    assert {"payment", "screen"} <= set(common)
+    assert len(ours["df"]) == COMMON and theirs["df"] == ours["df"]
+    assert sum(df > RANKING["exact_limit"] for df in ours["df"].values()) > 20
+    assert {"'payment'", "'screen'"} <= set(ours["df"])
     asked = cluster["keyword_statements"]  # "payment screen", after the searches above
     assert not [sql for sql in asked if "count(" in sql or "run_command_on" in sql or "pg_stats" in sql], asked
 

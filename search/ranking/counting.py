@@ -127,26 +127,25 @@ def sampled(tsqueries: list[str], products: Sequence[int], n: float) -> dict[str
     return {q: count * scale for q, count in counted.items() if count * scale > config.current().exact_limit}
 
 
-def sample_words(products: Sequence[int], n: float, keep: bool) -> dict[str, float]:
-    """The common lexemes of the records of `products` (N of them), each with
+def sample_words(products: Sequence[int] | None, n: float, keep: bool) -> dict[str, float]:
+    """The common lexemes of the records of `products` (None: every record; N of them), each with
     the records of a sample of about WORDS_SAMPLED of them that hold it, scaled
     to N (all of them: exact); all read at once (ts_stat), and, when `keep`, kept
     for CACHE_SECONDS, as the column statistics are. To a user who sees only
     some products they are what the statistics' common words are to one who
     sees all (search.ranking.statistics), read from their own records only."""
     buckets = _buckets(n, WORDS_SAMPLED)
-    key = (db.alias(), tuple(sorted(products)), buckets)
+    key = (db.alias(), None if products is None else tuple(sorted(products)), buckets)
     with _counts_lock:
         kept = _words.get(key)
     if keep and kept and time.monotonic() - kept[0] < CACHE_SECONDS:
         return kept[1]
     scale = SAMPLE_BUCKETS / buckets
-    ids = ",".join(str(int(p)) for p in products)  # ts_stat takes its rows as the text of a query
     # Its words and its tokens (the months of search_markers: statistics.recent_months).
-    rows = (
-        "SELECT d.search_vector || d.search_markers FROM search_document d "
-        f"WHERE d.product_id = ANY('{{{ids}}}'::bigint[])"
-    )
+    rows = "SELECT d.search_vector || d.search_markers FROM search_document d WHERE TRUE"
+    if products is not None:
+        ids = ",".join(str(int(p)) for p in products)  # ts_stat takes its rows as the text of a query
+        rows += f" AND d.product_id = ANY('{{{ids}}}'::bigint[])"
     if buckets < SAMPLE_BUCKETS:
         rows += f" AND d.search_markers @@ '{_bucket_query(buckets).replace(chr(39), chr(39) * 2)}'::tsquery"
     with db.cursor() as cursor:

@@ -1,8 +1,14 @@
 """Corpus statistics for the keyword arm: N, document frequencies, idf, recent months.
 
-Document frequencies of common lexemes come from PostgreSQL's own column
-statistics (pg_stats.most_common_elems, kept by ANALYZE); the rest are rare
-by definition and are counted exactly through the GIN index, capped.
+A word's document frequency never depends on how ANALYZE sampled: below
+CACHED_FROM records every word is counted exactly; from there the common
+words come from a sample of records chosen by a hash of their ids
+(counting.sample_words: all of them up to 20,000), read every
+CACHE_SECONDS, and the rest are rare by definition and counted exactly
+through the GIN index, capped. So one server and a Citus cluster holding
+the same records rank with the same figures. The tokens of filters and
+months (search_markers) are few and counted exactly by ANALYZE: their
+shares are read from PostgreSQL's column statistics (token_statistics).
 
 For a user who sees only some products, everything is counted over those
 products' records, never read from the column statistics (which count every
@@ -13,8 +19,8 @@ team member's search counts what a superuser's counts: its rare words.
 docs/benchmarks.md measures what that costs.
 
 Where Citus distributes search_document (search.ranking.layout), N and
-the common words come from the shards' own statistics
-(search.ranking.common_words), cached as one server's are. Counting a
+the tokens' shares come from the shards' own statistics
+(search.ranking.token_statistics), cached as one server's are. Counting a
 word's records, exactly, capped or from a sample: search.ranking.counting.
 """
 
@@ -29,7 +35,7 @@ from search import db
 from search.indexing.sql import MONTH_PREFIX
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope, words_match
-from search.ranking import common_words, config, counting, layout
+from search.ranking import config, counting, layout, token_statistics
 from search.ranking.counting import CACHE_SECONDS
 
 # Per database alias (search.db): a replica's statistics may trail the primary's.
@@ -57,9 +63,9 @@ def kept() -> Iterator[None]:
         _kept.reset(token)
 
 
-# One statement: the planner's row estimate; an exact count when that is below
-# %(cached_from)s (the CASE runs the count only then); the column statistics'
-# common words of search_vector and tokens of search_markers ("~" first: no word is one),
+# One statement: the planner's row estimate; an exact count (N: the sample of words
+# is sized from it, and must be the same whatever ANALYZE estimated); the column
+# statistics' common tokens of search_markers ("~" first: no word is one),
 # as float8: exactly the float4 figures, which JSON would otherwise round; and
 # whether Citus is loaded (search.ranking.layout). The statistics are read in a
 # CTE of their own: beside the count of a distributed table (a Citus coordinator
@@ -69,20 +75,19 @@ CORPUS_SQL = f"""
         SELECT coalesce(json_agg(json_build_array(s.most_common_elems::text,
                                                   s.most_common_elem_freqs::float8[])), '[]') AS elements
         FROM pg_stats s
-        WHERE s.tablename = 'search_document' AND s.attname IN ('search_vector', 'search_markers')
+        WHERE s.tablename = 'search_document' AND s.attname = 'search_markers'
     )
-    SELECT c.reltuples,
-           CASE WHEN c.reltuples IS NULL OR c.reltuples < %(cached_from)s
-                THEN (SELECT count(*) FROM search_document) END,
-           (SELECT elements FROM common),
+    SELECT c.reltuples, (SELECT count(*) FROM search_document), (SELECT elements FROM common),
            {layout.CITUS_LOADED}
     FROM pg_class c WHERE c.oid = 'search_document'::regclass
 """
 
 
 def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
-    """(N, lexeme -> fraction of documents) from the planner's statistics; for
-    some `products` only, (their N counted, no fractions)."""
+    """(N, lexeme or token -> fraction of documents): the markers' tokens from
+    the column statistics, and from CACHED_FROM records the common words of
+    their sample (counting.sample_words); for some `products` only, (their N
+    counted, no fractions)."""
     alias = db.alias()
     if products is not None:
         key = (alias, tuple(products))
@@ -105,44 +110,46 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
     if layout.known():
         return _across_shards(alias)
     with db.cursor() as cursor:
-        cursor.execute(CORPUS_SQL, {"cached_from": CACHED_FROM})
+        cursor.execute(CORPUS_SQL)
         reltuples, counted, rows, loaded = cursor.fetchone()
     if layout.note_citus(loaded):
         return _across_shards(alias)
-    if counted is not None and counted != reltuples:
-        # The column statistics describe other rows (analyzed before
-        # the last writes, or never): a small corpus counts its words too.
-        return float(max(counted, 1)), {}
     freq = {}
-    for elements, freqs in rows:
-        freq.update(common_words.listed(elements, freqs))
-    # Only cache for a large corpus; a small one is counted every time, cheaply.
-    if reltuples >= CACHED_FROM:
-        _stats_cache[alias] = {"at": time.monotonic(), "n": float(reltuples), "freq": freq}
-    return float(max(reltuples, 1)), freq
+    # Unless the column statistics describe other rows (a small corpus analyzed
+    # before the last writes, or never: its tokens are counted too).
+    if counted >= CACHED_FROM or counted == reltuples:
+        for elements, freqs in rows:
+            freq.update(token_statistics.listed(elements, freqs))
+    return _with_words(alias, float(max(counted, 1)), freq)
+
+
+def _with_words(alias: str, n: float, freq: dict[str, float]) -> tuple[float, dict[str, float]]:
+    """corpus()'s answer, with the common words of a sample of all N records from CACHED_FROM
+    (their tokens too), kept for CACHE_SECONDS; below, every word is counted, cheaply, every time."""
+    if n >= CACHED_FROM:
+        freq |= {word: count / n for word, count in counting.sample_words(None, n, keep=False).items()}
+        _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}
+    return n, freq
 
 
 def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
-    """corpus() for a distributed search_document: N and the common words'
+    """corpus() for a distributed search_document: N counted and the tokens'
     fractions from the shards' own statistics, cached for CACHE_SECONDS
-    whatever the corpus' size (each refresh asks every worker). As one
-    server does, a corpus below CACHED_FROM is counted too, and when the
-    statistics describe other rows (a shard analyzed before the last
-    writes, or never) every word is counted instead."""
-    shards = common_words.shard_statistics()
-    n = sum(max(rows, 0.0) for rows, _, _ in shards)
+    whatever the corpus' size (each refresh asks every worker). When the
+    statistics describe other rows (a small corpus' shard analyzed before
+    the last writes, or a shard never) no token's share is known. The
+    words: as corpus()."""
+    shards = token_statistics.shard_statistics()
+    reltuples = sum(max(rows, 0.0) for rows, _, _ in shards)
     unanalyzed = any(rows < 0 and size > 0 for rows, size, _ in shards)
-    counted = n
-    if unanalyzed or n < CACHED_FROM:
-        with db.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM search_document")
-            counted = cursor.fetchone()[0]
-    if unanalyzed or counted != n:
-        n, freq = counted, {}
-    else:
-        freq = common_words.combined(shards, n, config.current().exact_limit)
-    n = float(max(n, 1))
-    _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}
+    with db.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM search_document")
+        counted = cursor.fetchone()[0]
+    freq = {}
+    if not unanalyzed and (counted >= CACHED_FROM or counted == reltuples):
+        freq = token_statistics.combined(shards, float(max(counted, 1)), config.current().exact_limit)
+    n, freq = _with_words(alias, float(max(counted, 1)), freq)
+    _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}  # every refresh asks every worker
     return n, freq
 
 
@@ -204,10 +211,11 @@ MONTHS_SINCE_SQL = (
 
 
 def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
-    """N, and the df of each term's tsquery: from the column statistics when
-    PostgreSQL keeps them for its lexeme, else counted (capped: past the cap
-    a term is common, and its idf small and flat anyway). Over the records
-    of `products` when given (None: all). Inside kept(), each once."""
+    """N, and the df of each term's tsquery: from the sample's common words
+    (corpus) when its lexeme is one, else counted: exactly below
+    CACHED_FROM records, from there capped (past the cap a term is common,
+    and its idf small and flat anyway). Over the records of `products` when
+    given (None: all). Inside kept(), each once."""
     memo = _kept.get()
     if memo is None:
         return _frequencies(set(tsqueries), products)
@@ -228,11 +236,9 @@ def _frequencies(tsqueries: set[str], products: Sequence[int] | None) -> tuple[f
     for q in tsqueries:
         lexemes = _LEXEME.findall(q)
         if len(set(lexemes)) == 1 and lexemes[0] in freq:
-            # A word, or a word and its prefix. Rounded to whole documents:
-            # the statistics keep fractions as float4, and a df read from them
-            # must equal the same df counted (a small corpus, just analyzed,
-            # is counted when its statistics go stale), not differ in its
-            # eighth digit and move a score with autovacuum.
+            # A word, or a word and its prefix. Rounded to whole documents: a df
+            # read from a fraction must equal the same df counted, not differ in
+            # its eighth digit and move a score.
             df[q] = float(max(round(freq[lexemes[0]] * n), 1))
         else:
             to_count.append(q)
@@ -243,9 +249,8 @@ def _frequencies(tsqueries: set[str], products: Sequence[int] | None) -> tuple[f
         # Over some products, as their scope asks: their words' own index (Scope.words).
         within = "" if products is None else "AND d.product_id = ANY(%(products)s) "
         words = words_match("{q}::tsquery", None if products is None else "%(products)s::bigint[]")
-        counted = counting.count_each(
-            to_count, words, within, {"products": list(products or ())}, cap=config.current().exact_limit + 1
-        )
+        cap = config.current().exact_limit + 1 if n >= CACHED_FROM else None  # below, cheap however common
+        counted = counting.count_each(to_count, words, within, {"products": list(products or ())}, cap=cap)
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
 

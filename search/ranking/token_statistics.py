@@ -1,22 +1,20 @@
-"""The common words as ANALYZE lists them (pg_stats.most_common_elems), on one
-server or across a distributed table's shards.
+"""The common tokens of search_markers as ANALYZE lists them (pg_stats.most_common_elems),
+on one server or across a distributed table's shards.
+
+Those tokens are a record's kind, status, severity and month of update
+(search.indexing.sql): the shares of records that filters keep
+(statistics.filter_share) and the newest months (statistics.recent_months)
+are read from them. A few dozen distinct tokens, a handful a record, so
+ANALYZE counts them exactly up to its sample (30,000 rows, or a shard's).
+No word's document frequency is read from here: ANALYZE counts a table's
+lexemes lossily once its rows hold more than about 144,000 of them (some
+thousands of records), and one server and a cluster's shards then differ
+in what they undercount (statistics.py counts words instead).
 
 Where Citus distributes search_document (search.ranking.layout), the
-coordinator's table is an empty shell without statistics: N and the common
-words come from the shards' own (statistics.corpus), gathered in one round
-trip to the workers and cached as one server's are. What "the same as one
-server" means there: ANALYZE reads every row of a table (or shard) of up
-to 300 x default_statistics_target rows (30,000) and lists its most common
-lexemes (up to 10 x the target) with their counts. Below that size, on
-both layouts, a word's document frequency is its exact count, whether read
-from the statistics or counted; so N, every df, every score and every
-keyword order are the same (tests/test_citus_search.py). Two limits: ANALYZE
-counts lexemes lossily once a table's rows hold more than about 144,000
-of them (some thousands of records), which can undercount a word that was
-rare in the rows it read first; and past 30,000 rows both read samples,
-each figure an estimate (a word in one record in ten within about 3.5 %
-of its count, at two standard errors), so scores differ by that much and
-near ties may swap.
+coordinator's table is an empty shell without statistics: the shards' own
+are gathered in one round trip to the workers and cached as one server's
+are (statistics.corpus).
 """
 
 import json
@@ -48,7 +46,7 @@ _SHARD_JSON = """json_build_array(c.reltuples, pg_relation_size(c.oid), (
                                               current_setting('default_statistics_target')::int)))
     FROM pg_stats st JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = st.attname
     WHERE st.schemaname = n.nspname AND st.tablename = c.relname
-      AND st.attname IN ('search_vector', 'search_markers')))"""
+      AND st.attname = 'search_markers'))"""
 
 # Each worker reads the shards it holds (one placement each: the metadata Citus
 # keeps on every node says which), one round trip for the whole cluster; with the
@@ -80,7 +78,7 @@ LISTED_PER_TARGET = 10  # and lists up to 10 x the target lexemes of a tsvector
 
 
 def shard_statistics() -> list[tuple[float, int, list | None]]:
-    """(reltuples, bytes, [[column, elements, freqs, target], ...] or None) of every shard."""
+    """(reltuples, bytes, [["search_markers", elements, freqs, target]] or None) of every shard."""
     with db.cursor() as cursor:
         cursor.execute(SHARD_STATISTICS_SQL)
         shard_ids, results = cursor.fetchone()
@@ -110,38 +108,33 @@ def combined(shards: list, n: float, cap: int) -> dict[str, float]:
     - else: left out, so the keyword arm counts it exactly, as it counts
       every word one server's statistics do not list.
 
-    A shard with rows but no statistics for a column leaves that column out
-    altogether (every word counted), as one server without them does."""
+    A shard with rows but no statistics leaves them all out, as one server
+    without them does."""
     freq: dict[str, float] = {}
-    for column in ("search_vector", "search_markers"):  # each column's lexemes are its own ("~" first: markers)
-        lower: dict[str, float] = {}
-        listed_bound: dict[str, float] = {}
-        total_bound = 0.0
-        complete = True
-        for rows, _, columns in shards:
-            if rows <= 0:
-                continue
-            stats = next((c[1:] for c in columns or [] if c[0] == column), None)
-            if not stats or not stats[0]:
-                complete = False
-                break
-            elements, freqs, target = _elements(stats[0]), stats[1], stats[2]
-            least = freqs[len(elements)] if len(freqs) > len(elements) else min(freqs)
-            sample = min(rows, ANALYZED_ROWS_PER_TARGET * target)
-            in_sample = round(least * sample)
-            cut = len(elements) >= LISTED_PER_TARGET * target
-            bound = (in_sample if cut else max(in_sample - 1, 0)) * rows / sample
-            total_bound += bound
-            for lexeme, fraction in zip(elements, freqs, strict=False):
-                lower[lexeme] = lower.get(lexeme, 0.0) + fraction * rows
-                listed_bound[lexeme] = listed_bound.get(lexeme, 0.0) + bound
-        if not complete:
+    lower: dict[str, float] = {}
+    listed_bound: dict[str, float] = {}
+    total_bound = 0.0
+    for rows, _, columns in shards:
+        if rows <= 0:
             continue
-        for lexeme, count in lower.items():
-            slack = total_bound - listed_bound[lexeme]
-            if slack > 0.5:
-                if count + slack <= cap:
-                    continue
-                count += slack / 2
-            freq[lexeme] = float(np.float32(round(count) / n))
+        stats = next((c[1:] for c in columns or [] if c[0] == "search_markers"), None)
+        if not stats or not stats[0]:
+            return {}
+        elements, freqs, target = _elements(stats[0]), stats[1], stats[2]
+        least = freqs[len(elements)] if len(freqs) > len(elements) else min(freqs)
+        sample = min(rows, ANALYZED_ROWS_PER_TARGET * target)
+        in_sample = round(least * sample)
+        cut = len(elements) >= LISTED_PER_TARGET * target
+        bound = (in_sample if cut else max(in_sample - 1, 0)) * rows / sample
+        total_bound += bound
+        for lexeme, fraction in zip(elements, freqs, strict=False):
+            lower[lexeme] = lower.get(lexeme, 0.0) + fraction * rows
+            listed_bound[lexeme] = listed_bound.get(lexeme, 0.0) + bound
+    for lexeme, count in lower.items():
+        slack = total_bound - listed_bound[lexeme]
+        if slack > 0.5:
+            if count + slack <= cap:
+                continue
+            count += slack / 2
+        freq[lexeme] = float(np.float32(round(count) / n))
     return freq
