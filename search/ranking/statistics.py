@@ -282,6 +282,17 @@ def _common_within(tsqueries: list[str], products: Sequence[int], n: float) -> d
     return df
 
 
+def known_words(scope: Scope) -> dict[str, float]:
+    """Lexemes known to be in some record of `scope` (an unfiltered one), with their
+    document frequencies or fractions: the corpus' common words for one who sees every
+    product, a team member's own sample's where they are at hand; else none."""
+    if scope.filtered:
+        return {}
+    if scope.products is None:
+        return corpus()[1]
+    return _sample_words(scope.products, corpus(scope.products)[0]) or {}
+
+
 def _sample_words(products: Sequence[int], n: float) -> dict[str, float] | None:
     """counting.sample_words for a corpus large enough to keep them (CACHED_FROM,
     as the column statistics are kept), or inside kept() for the block; else None

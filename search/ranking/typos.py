@@ -97,8 +97,8 @@ def _stems(cursor, typed: list[str], scope: Scope) -> dict[str, str]:
     "renewal", indexed as 'renew'. Its own prefixes, one or two letters
     shorter, are tried as whole words before any fuzzy match."""
     corrections, probed = {}, {}
-    # Over everything, a word the column statistics list is known to exist.
-    common = statistics.corpus()[1] if scope.everything else {}
+    # A word the scope's common words list is known to exist there (a team member's too).
+    common = statistics.known_words(scope)
     for word in typed:
         stems = [word[:k].lower() for k in (len(word) - 1, len(word) - 2) if k >= STEM_PREFIX_MIN]
         if stem := next((stem for stem in stems if stem in common), None):
