@@ -386,18 +386,22 @@ def test_the_engine_ranking_pages_on_until_enough_keys_survive_the_exclusions(mo
         ranking(Query("short", "x"), "keyword")
 
 
+def filed(month: int, record: dict) -> dict:
+    return {**record, "created_at": f"2026-{month:02d}-01T09:00:00Z"}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_search_eval_from_links_judges_search_on_the_databases_own_duplicate_links():
     records = [
-        *RECORDS,
+        RECORDS[0], *(filed(1, record) for record in RECORDS[1:]),
         {"kind": "product", "key": "PRD-2", "name": "Ledgerly"},
-        {"kind": "bug", "key": "BUG-5", "product": "PRD-1", "title": "Renew button ignored on Android 14",
-         "duplicate_of": "BUG-1"},
-        {"kind": "bug", "key": "BUG-6", "product": "PRD-1", "title": "Android 14: tapping Renew does nothing",
-         "duplicate_of": "BUG-5"},
-        {"kind": "bug", "key": "BUG-7", "product": "PRD-2", "title": "Invoice total wrong"},
-        {"kind": "bug", "key": "BUG-8", "product": "PRD-2", "title": "Invoice totals are wrong",
-         "duplicate_of": "BUG-7"},
+        filed(2, {"kind": "bug", "key": "BUG-5", "product": "PRD-1", "title": "Renew button ignored on Android 14",
+                  "duplicate_of": "BUG-1"}),
+        filed(3, {"kind": "bug", "key": "BUG-6", "product": "PRD-1", "title": "Android 14: tapping Renew does nothing",
+                  "duplicate_of": "BUG-5"}),
+        filed(1, {"kind": "bug", "key": "BUG-7", "product": "PRD-2", "title": "Invoice total wrong"}),
+        filed(2, {"kind": "bug", "key": "BUG-8", "product": "PRD-2", "title": "Invoice totals are wrong",
+                  "duplicate_of": "BUG-7"}),
     ]  # fmt: skip
     from backlog.imports import import_records
 
@@ -409,12 +413,45 @@ def test_search_eval_from_links_judges_search_on_the_databases_own_duplicate_lin
     call_command("search_eval", "--from-links", "--product", "PRD-2", "--modes", "keyword", stdout=tramline)
 
     result = json.loads(out.read_text())
-    # BUG-5, BUG-6 (a chain to BUG-1) and BUG-8 are queries; each one's cluster is relevant.
+    # BUG-5, BUG-6 (a chain to BUG-1) and BUG-8 are queries; each one's cluster filed before it is relevant.
     assert result["meta"]["queries"] == 3 and result["duplicates"]["meta"]["scored"] == 3
     assert result["modes"]["keyword"]["recall@100"] == 1.0
     assert "duplicate links: queries scored: 3" in stdout.getvalue()
     assert "Duplicate finding: 3 queries" in stdout.getvalue()
     assert "duplicate links of PRD-2: queries scored: 1" in tramline.getvalue()
+
+
+def test_a_teams_links_are_judged_as_it_met_them_never_against_the_future(db):
+    """Issue 50, item 1: each linked bug is ranked among the records filed before it, and
+    only its cluster's earlier bugs are relevant; one filed before all of its cluster asks nothing."""
+    from backlog.imports import import_records
+    from search.evaluation.runner import DuplicateRanking, EngineRanking
+    from search.evaluation.sets import judged_set_from_links
+
+    records = [
+        RECORDS[0],
+        filed(1, {"kind": "bug", "key": "BUG-1", "product": "PRD-1", "title": "Renew button does nothing"}),
+        filed(3, {"kind": "bug", "key": "BUG-5", "product": "PRD-1", "title": "Renew button ignored",
+                  "duplicate_of": "BUG-1"}),
+        filed(2, {"kind": "bug", "key": "BUG-6", "product": "PRD-1", "title": "Tapping Renew button does nothing",
+                  "duplicate_of": "BUG-5"}),
+        filed(1, {"kind": "bug", "key": "BUG-10", "product": "PRD-1", "title": "Map tiles are blank",
+                  "duplicate_of": "BUG-11"}),
+        filed(4, {"kind": "bug", "key": "BUG-11", "product": "PRD-1", "title": "Blank map tiles"}),
+    ]  # fmt: skip
+    assert import_records(jsonl(*records).splitlines()).written
+
+    judged = judged_set_from_links()
+
+    assert {query.id: judged.grades[query.id] for query in judged.queries} == {
+        "link-BUG-5": {"BUG-1": 1, "BUG-6": 1},  # both filed before it
+        "link-BUG-6": {"BUG-1": 1},  # BUG-5, its link, came a month later
+    }  # BUG-10 came before BUG-11: nothing to find then
+    bug_6 = next(query for query in judged.queries if query.id == "link-BUG-6")
+    for ranked in (EngineRanking()(bug_6, "keyword"), DuplicateRanking()(bug_6, "check:title+text")):
+        ranked = [key for key in ranked if key not in bug_6.exclude]  # as the metrics leave it out
+        assert ranked and set(ranked) <= {"BUG-1", "BUG-10"}  # nothing filed after BUG-6
+        assert ranked[0] == "BUG-1"
 
 
 def test_search_eval_from_links_says_what_is_missing(db):

@@ -193,7 +193,13 @@ class EngineRanking:
             )
             return similar(request)
         request = SearchRequest(
-            query=query.text, mode=mode, entities=query.entities, products=products, limit=DEPTH, cursor=cursor
+            query=query.text,
+            mode=mode,
+            entities=query.entities,
+            products=products,
+            created_before=query.before,
+            limit=DEPTH,
+            cursor=cursor,
         )
         return search(request)
 
@@ -227,7 +233,9 @@ class DuplicateRanking:
             with db.cursor() as cursor:
                 cursor.execute("SELECT title, body FROM search_document WHERE key = %s", list(query.exclude))
                 title, body = cursor.fetchone() or (title, "")
-        filters = Filters(entities=tuple(query.entities or ["bug"]), products=tuple(self.products or ()))
+        filters = Filters(
+            entities=tuple(query.entities or ["bug"]), products=tuple(self.products or ()), created_before=query.before
+        )
         scope = build_scope(filters, None)
         try:
             # The report's own words are counted in the statistics: a word only it

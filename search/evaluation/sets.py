@@ -4,6 +4,7 @@ or built from a database's own duplicate links."""
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
@@ -27,6 +28,8 @@ class Query:
     similar_to: str | None = None
     entities: list[str] | None = None
     exclude: frozenset[str] = frozenset()
+    # Ranked among the records created before this moment only (a team's own links: never the future).
+    before: datetime | None = None
 
 
 @dataclass
@@ -45,7 +48,7 @@ class JudgedSet:
 
 
 LINKED_BUGS_SQL = """
-    SELECT b.id, b.key, b.title FROM backlog_bug b JOIN backlog_product p ON p.id = b.product_id
+    SELECT b.id, b.key, b.title, b.created_at FROM backlog_bug b JOIN backlog_product p ON p.id = b.product_id
     WHERE b.duplicate_of_id IS NOT NULL AND (%(products)s::text[] IS NULL OR p.key = ANY(%(products)s))
     ORDER BY b.id
 """
@@ -53,10 +56,13 @@ LINKED_BUGS_SQL = """
 
 def judged_set_from_links(products: list[str] | None = None) -> JudgedSet:
     """A judged set from the database's own duplicate links (search_eval
-    --from-links): each bug linked as a duplicate is a query, its title the
-    text, the other bugs of its cluster (the original its links lead to and
-    that one's other duplicates) relevant, itself excluded; type `title`.
-    Only bugs of `products` (keys) are queries, when given."""
+    --from-links), time-ordered as a team met them: each bug linked as a
+    duplicate is a query, its title the text, ranked among the records
+    created before it; relevant, the bugs of its cluster (the original its
+    links lead to and that one's other duplicates) filed before it. A bug
+    filed before every other of its cluster asks nothing (its duplicate came
+    later) and is left out. Only bugs of `products` (keys) are queries, when
+    given."""
     from django.db import connection
 
     from backlog.bulk import duplicate_chains
@@ -64,7 +70,7 @@ def judged_set_from_links(products: list[str] | None = None) -> JudgedSet:
     with connection.cursor() as cursor:
         cursor.execute(LINKED_BUGS_SQL, {"products": products})
         linked = cursor.fetchall()
-    links = duplicate_chains([pk for pk, _, _ in linked])  # id -> (key, the id it duplicates)
+    links = duplicate_chains([row[0] for row in linked])  # id -> (key, the id it duplicates)
 
     def root(pk: int) -> str:
         """The key of the bug the chain from `pk` ends at (where it repeats, on a stored circle)."""
@@ -74,18 +80,28 @@ def judged_set_from_links(products: list[str] | None = None) -> JudgedSet:
             pk = links[pk][1]
         return links[pk][0]
 
-    rows = [(key, title, root(pk)) for pk, key, title in linked]
+    rows = [(key, title, created, root(pk)) for pk, key, title, created in linked]
     clusters: dict[str, set[str]] = {}
-    for key, _, original in rows:
+    for key, _, _, original in rows:
         clusters.setdefault(original, {original}).add(key)
+    filed = _created({key for members in clusters.values() for key in members})
     queries, grades, types = [], {}, {}
-    for key, title, original in rows:
-        query = Query(f"link-{key}", title, exclude=frozenset({key}))
+    for key, title, created, original in rows:
+        earlier = {other: 1 for other in clusters[original] if other != key and filed.get(other, created) < created}
+        if not earlier:
+            continue
+        query = Query(f"link-{key}", title, exclude=frozenset({key}), before=created)
         queries.append(query)
-        grades[query.id] = {other: 1 for other in clusters[original] if other != key}
+        grades[query.id] = earlier
         types[query.id] = "title"
     name = "duplicate links" + (f" of {', '.join(products)}" if products else "")
     return JudgedSet(name, [], queries, grades, types)
+
+
+def _created(keys: set[str]) -> dict[str, datetime]:
+    from backlog.models import Bug
+
+    return dict(Bug.objects.filter(key__in=keys).values_list("key", "created_at"))
 
 
 def load_judged_set(path: str | Path) -> JudgedSet:

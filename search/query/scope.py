@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from backlog import access
 from search import db
@@ -155,6 +156,7 @@ class Filters:
     entities: tuple[str, ...] = ()
     products: tuple[str, ...] = ()
     feature: str | None = None
+    created_before: datetime | None = None  # an evaluation's: only what existed then
     # What the caller's request calls a filter where its name differs (check_duplicates takes
     # one `product`): an error names the parameter the caller sent.
     names: tuple[tuple[str, str], ...] = ()
