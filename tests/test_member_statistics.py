@@ -117,3 +117,37 @@ def test_her_newest_months_come_from_her_own_records_tokens(tramline, monkeypatc
     assert month == timezone.now().strftime("%Y%m") and share == 1.0  # every record of hers was written now
     words = counting.sample_words(tramline, 41, keep=False)
     assert words[statistics.MONTH_PREFIX + month] == 41  # the product and its 40 bugs; Ledgerly's 61 not counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stale_statistics_answer_at_once_and_are_read_again_behind_the_search(monkeypatch, settings):
+    """From CACHED_FROM records the statistics are kept for CACHE_SECONDS; the search that
+    finds them older answers with them as they are, and a thread of its own reads them
+    again (search.ranking.behind): no search waits the 230 ms a sample's words take."""
+    import time
+
+    from search.ranking import behind
+
+    settings.SEARCH_RANKING = {"exact_limit": 5}  # every word of the sample is a common one
+    monkeypatch.setattr(statistics, "CACHED_FROM", 10)
+    products = [{"kind": "product", "key": "PRD-1", "name": "Tramline"}]
+    assert import_records(jsonl(*products, *bugs("PRD-1", 20, "Renewal payment sheet closes")).splitlines()).written
+    statistics._stats_cache.clear()
+    try:
+        n, freq = statistics.corpus()
+        assert n == 21 and freq["renew"] == 20 / 21 and "invoic" not in freq  # the product is a record too
+        more = [{**bug, "key": f"PRD-1-N{i}"} for i, bug in enumerate(bugs("PRD-1", 10, "Invoice total wrong"))]
+        assert import_records(jsonl(*more).splitlines()).written
+        statistics._stats_cache[connection.alias]["at"] -= counting.CACHE_SECONDS  # stale
+
+        with CaptureQueriesContext(connection) as statements:
+            stale = statistics.corpus()
+        deadline = time.monotonic() + 10
+        while behind.running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        fresh = statistics.corpus()
+    finally:
+        statistics._stats_cache.clear()
+
+    assert stale == (n, freq) and not statements.captured_queries  # answered at once, as kept
+    assert fresh[0] == 31 and fresh[1]["renew"] == 20 / 31 and fresh[1]["invoic"] == 10 / 31

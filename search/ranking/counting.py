@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from search import db
 from search.indexing.sql import SAMPLE_BUCKETS, SAMPLE_PREFIX
 from search.query.scope import words_match
-from search.ranking import config, layout
+from search.ranking import behind, config, layout
 
 # How long a count on a distributed table is kept, and the corpus statistics too (search.ranking.statistics).
 CACHE_SECONDS = 30
@@ -131,15 +131,22 @@ def sample_words(products: Sequence[int] | None, n: float, keep: bool) -> dict[s
     """The common lexemes of the records of `products` (None: every record; N of them), each with
     the records of a sample of about WORDS_SAMPLED of them that hold it, scaled
     to N (all of them: exact); all read at once (ts_stat), and, when `keep`, kept
-    for CACHE_SECONDS, as the column statistics are. To a user who sees only
+    for CACHE_SECONDS, then read again behind the search that finds them stale. To a user who sees only
     some products they are what the statistics' common words are to one who
     sees all (search.ranking.statistics), read from their own records only."""
     buckets = _buckets(n, WORDS_SAMPLED)
     key = (db.alias(), None if products is None else tuple(sorted(products)), buckets)
     with _counts_lock:
         kept = _words.get(key)
-    if keep and kept and time.monotonic() - kept[0] < CACHE_SECONDS:
+    if keep and kept:
+        if time.monotonic() - kept[0] >= CACHE_SECONDS:  # read again behind this search (behind.py)
+            behind.refresh(("words", key), key[0], lambda: _read_words(key, products, buckets), lambda: _forget(key))
         return kept[1]
+    return _read_words(key if keep else None, products, buckets)
+
+
+def _read_words(key: tuple | None, products: Sequence[int] | None, buckets: int) -> dict[str, float]:
+    """sample_words read now from the first `buckets` sample buckets; kept under `key` if given."""
     scale = SAMPLE_BUCKETS / buckets
     # Its words and its tokens (the months of search_markers: statistics.recent_months).
     rows = "SELECT d.search_vector || d.search_markers FROM search_document d WHERE TRUE"
@@ -154,7 +161,12 @@ def sample_words(products: Sequence[int] | None, n: float, keep: bool) -> dict[s
             [rows, scale, config.current().exact_limit / WORDS_FROM, len(SAMPLE_PREFIX), SAMPLE_PREFIX],
         )
         words = {word: ndoc * scale for word, ndoc in cursor.fetchall()}
-    if keep:
+    if key is not None:
         with _counts_lock:
             _keep(_words, key, (time.monotonic(), words), WORDS_KEPT)
     return words
+
+
+def _forget(key: tuple) -> None:
+    with _counts_lock:
+        _words.pop(key, None)

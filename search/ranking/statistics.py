@@ -35,7 +35,7 @@ from search import db
 from search.indexing.sql import MONTH_PREFIX
 from search.query.parse import ParsedQuery
 from search.query.scope import Scope, words_match
-from search.ranking import config, counting, layout, token_statistics
+from search.ranking import behind, config, counting, layout, token_statistics
 from search.ranking.counting import CACHE_SECONDS
 
 # Per database alias (search.db): a replica's statistics may trail the primary's.
@@ -105,8 +105,15 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
                 _scoped_n[key] = (time.monotonic(), n)
         return n, {}
     cached = _stats_cache.get(alias)
-    if cached and time.monotonic() - cached["at"] < CACHE_SECONDS:
+    if cached:
+        if time.monotonic() - cached["at"] >= CACHE_SECONDS:  # read again behind this search (behind.py)
+            behind.refresh(("corpus", alias), alias, lambda: _read(alias), lambda: _stats_cache.pop(alias, None))
         return cached["n"], cached["freq"]
+    return _read(alias)
+
+
+def _read(alias: str) -> tuple[float, dict[str, float]]:
+    """corpus() for everyone, read now (and kept from CACHED_FROM records)."""
     if layout.known():
         return _across_shards(alias)
     with db.cursor() as cursor:
