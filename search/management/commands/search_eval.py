@@ -22,6 +22,7 @@ from django.db import connection
 from backlog.imports import import_records
 from backlog.management.commands._progress import progress_bars
 from backlog.models import Product
+from search.evaluation import labels
 from search.evaluation.metrics import DUPLICATE_FORMULAS, DUPLICATE_METRICS, FORMULAS
 from search.evaluation.runner import (
     DATABASE_PREFIX,
@@ -85,8 +86,10 @@ class Command(BaseCommand):
         if products and not from_links:
             raise CommandError("--product goes with --from-links (a judged set's folder holds its own records)")
         bars = progress_bars(progress)
+        labelled = []
         if from_links:
-            report, duplicate_report, ranking = self.from_links(modes, products, limit_queries, bars)
+            labelled = labels.reports(products)
+            report, duplicate_report, ranking = self.from_links(modes, products, limit_queries, bars, labelled)
         else:
             try:
                 judged_set = load_judged_set(folder)
@@ -95,28 +98,36 @@ class Command(BaseCommand):
             if limit_queries:
                 judged_set = judged_set.first(limit_queries)
             report, duplicate_report, ranking = self.in_fresh_database(judged_set, modes, duplicates, bars, **options)
-        self.stdout.write(format_report(report))
+        if report is not None:  # else: no duplicate link, other labels only
+            self.stdout.write(format_report(report))
         if duplicate_report:
             self.stdout.write("\n" + format_duplicate_report(duplicate_report))
-        for mode, run in report.runs.items():
+        for other in labelled:
+            self.stdout.write("\n" + "\n".join(other.lines))
+        for mode, run in report.runs.items() if report else ():
             if run.failures:
                 listed = "; ".join(f"{qid}: {why}" for qid, why in list(run.failures.items())[:PROBLEMS_SHOWN])
                 self.stderr.write(f"{mode}: queries failed, scored as empty results: {len(run.failures)} ({listed})")
             if fallbacks := ranking.fallbacks.get(mode):
                 self.stderr.write(f"{mode}: queries answered in another mode (missing embeddings?): {fallbacks}")
         if json_file:
-            data = report.to_json()
+            data = report.to_json() if report else {}
             if duplicate_report:
                 data["duplicates"] = duplicate_report.to_json()
+            if labelled:
+                data["labels"] = {other.name: other.data for other in labelled}
             Path(json_file).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
-    def from_links(self, modes, products, limit_queries, bars):
-        """This database, read as it is: its duplicate links are the judgments."""
+    def from_links(self, modes, products, limit_queries, bars, labelled):
+        """This database, read as it is: its duplicate links are the judgments; (None, None,
+        None) when it has none but other `labelled` judgments (search.evaluation.labels)."""
         if products:
             known = set(Product.objects.filter(key__in=products).values_list("key", flat=True))
             if missing := [key for key in products if key not in known]:
                 raise CommandError(f"--product {missing[0]}: no such product; the keys are like PRD-1")
         judged_set = judged_set_from_links(products)
+        if not judged_set.queries and labelled:
+            return None, None, None
         if not judged_set.queries:
             where = f" in {', '.join(products)}" if products else ""
             raise CommandError(
@@ -147,9 +158,9 @@ class Command(BaseCommand):
                 from search.indexing.vectors import embed_pending  # loads the embedding model: only when needed
 
                 embed_pending(progress=bars)
-            # Fresh statistics before the first query, whatever the set's size: ranking
-            # reads common words' frequencies from pg_stats, and an autoanalyze that
-            # lands mid-run would change the answers of the queries after it.
+            # Fresh statistics before the first query, whatever the set's size: the filters'
+            # shares are read from pg_stats, and an autoanalyze that lands mid-run would
+            # change the plans, and so the timings, of the queries after it.
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE search_document")
             try:
