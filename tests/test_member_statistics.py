@@ -151,3 +151,29 @@ def test_stale_statistics_answer_at_once_and_are_read_again_behind_the_search(mo
 
     assert stale == (n, freq) and not statements.captured_queries  # answered at once, as kept
     assert fresh[0] == 31 and fresh[1]["renew"] == 20 / 31 and fresh[1]["invoic"] == 10 / 31
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statistics_too_old_to_answer_with_are_read_by_the_search_itself(monkeypatch, settings):
+    """A refresh that hangs (a server gone silent) leaves the figures growing older: past
+    STALE_AT_MOST the next search reads them itself, as it does the first time."""
+    from search.ranking import behind
+
+    settings.SEARCH_RANKING = {"exact_limit": 5}
+    monkeypatch.setattr(statistics, "CACHED_FROM", 10)
+    products = [{"kind": "product", "key": "PRD-1", "name": "Tramline"}]
+    assert import_records(jsonl(*products, *bugs("PRD-1", 20, "Renewal payment sheet closes")).splitlines()).written
+    statistics._stats_cache.clear()
+    try:
+        assert statistics.corpus()[0] == 21
+        more = [{**bug, "key": f"PRD-1-N{i}"} for i, bug in enumerate(bugs("PRD-1", 10, "Invoice total wrong"))]
+        assert import_records(jsonl(*more).splitlines()).written
+        statistics._stats_cache[connection.alias]["at"] -= behind.STALE_AT_MOST
+
+        with CaptureQueriesContext(connection) as statements:
+            n, freq = statistics.corpus()
+    finally:
+        statistics._stats_cache.clear()
+
+    assert statements.captured_queries and not behind.running()  # read here, nothing behind
+    assert n == 31 and freq["invoic"] == 10 / 31

@@ -6,7 +6,9 @@ from a sample of up to 20,000 records: about 230 ms at 30,000 records
 (docs/benchmarks.md). The request that finds them stale answers with them as
 they are, seconds old, and a thread of its own reads them again; one at a time
 per figure. A refresh that fails forgets what was kept, so that the next
-request reads the figures itself and meets the error as every statement does.
+request reads the figures itself and meets the error as every statement does;
+figures older than STALE_AT_MOST (a refresh that hangs on a server that went
+silent) are read by the request itself again.
 """
 
 import logging
@@ -20,6 +22,15 @@ from search import db
 log = logging.getLogger(__name__)
 _running: set[Hashable] = set()
 _lock = threading.Lock()
+STALE_AT_MOST = 300.0  # seconds: ten CACHE_SECONDS
+
+
+def answer_stale(age: float, cache_seconds: float) -> bool | None:
+    """For kept figures `age` seconds old: None while fresh; True when stale enough to be read
+    again behind the request (it answers with them); False when too old to answer with."""
+    if age < cache_seconds:
+        return None
+    return age < STALE_AT_MOST
 
 
 def refresh(key: Hashable, alias: str, read: Callable[[], object], forget: Callable[[], None]) -> None:

@@ -138,9 +138,10 @@ def sample_words(products: Sequence[int] | None, n: float, keep: bool) -> dict[s
     key = (db.alias(), None if products is None else tuple(sorted(products)), buckets)
     with _counts_lock:
         kept = _words.get(key)
-    if keep and kept:
-        if time.monotonic() - kept[0] >= CACHE_SECONDS:  # read again behind this search (behind.py)
-            behind.refresh(("words", key), key[0], lambda: _read_words(key, products, buckets), lambda: _forget(key))
+    stale = behind.answer_stale(time.monotonic() - kept[0], CACHE_SECONDS) if keep and kept else False
+    if stale:  # read again behind this search (behind.py)
+        behind.refresh(("words", key), key[0], lambda: _read_words(key, products, buckets), lambda: _forget(key))
+    if stale is not False:
         return kept[1]
     return _read_words(key if keep else None, products, buckets)
 

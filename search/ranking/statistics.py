@@ -105,9 +105,10 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
                 _scoped_n[key] = (time.monotonic(), n)
         return n, {}
     cached = _stats_cache.get(alias)
-    if cached:
-        if time.monotonic() - cached["at"] >= CACHE_SECONDS:  # read again behind this search (behind.py)
-            behind.refresh(("corpus", alias), alias, lambda: _read(alias), lambda: _stats_cache.pop(alias, None))
+    stale = behind.answer_stale(time.monotonic() - cached["at"], CACHE_SECONDS) if cached else False
+    if stale:  # read again behind this search (behind.py)
+        behind.refresh(("corpus", alias), alias, lambda: _read(alias), lambda: _stats_cache.pop(alias, None))
+    if stale is not False:
         return cached["n"], cached["freq"]
     return _read(alias)
 
