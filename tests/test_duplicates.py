@@ -120,6 +120,12 @@ def test_a_look_alike_of_another_feature_is_never_high(embedded):
     assert keys(own) == keys(other)
     assert own["results"][0]["band"] == "high"
     assert other["results"][0]["band"] == "medium" and other["results"][0]["confidence"] < 0.7
+    assert check(**draft, draft_feature="season pass renewal")["results"][0]["band"] == "high"  # by its name too
+
+
+def test_a_draft_feature_no_one_can_see_is_refused_naming_how_to_find_one(embedded):
+    with pytest.raises(SearchError, match='draft_feature: no feature you can see has the key or name "FEAT-99"'):
+        check(title="Renewal fails with a saved card", draft_feature="FEAT-99")
 
 
 def test_product_and_feature_narrow_the_candidates(embedded):

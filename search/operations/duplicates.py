@@ -20,13 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from search import db
-from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy
+from search.contract import DuplicateCandidate, DuplicateCheckRequest, DuplicateCheckResponse, DuplicateWhy, SearchError
 from search.indexing.embeddings import active_model_id, document_text
 from search.indexing.health import index_health
 from search.operations import keys
 from search.query import traces
 from search.query.parse import distinct_words
-from search.query.scope import Filters, Scope, build_scope
+from search.query.scope import Filters, Scope, build_scope, named_keys, not_named
 from search.ranking import config, fusion, layout, more_like_this, pipeline, semantic, statistics
 from search.ranking.rows import ArmResult
 
@@ -42,16 +42,26 @@ def check_duplicates(request: DuplicateCheckRequest, user=None) -> DuplicateChec
     products = (request.product,) if request.product else ()
     filters = Filters(entities=("bug",), products=products, feature=request.feature, names=(("products", "product"),))
     scope = build_scope(filters, user)
+    draft_feature = _draft_feature(request.draft_feature, scope)
     plan = DraftPlan(request.title, request.body(), request.mode, config.current().arm_depth)
     ranking = pipeline.rank(plan, scope)
     page = ranking.order()[: request.limit]
     return DuplicateCheckResponse(
         mode=ranking.mode,
-        results=_explained(
-            page, plan, ranking, request.include_scores, request.detail == "full", request.draft_feature
-        ),
+        results=_explained(page, plan, ranking, request.include_scores, request.detail == "full", draft_feature),
         degraded=ranking.degraded,
     )
+
+
+def _draft_feature(value: str | None, scope: Scope) -> str | None:
+    """The key of the feature the draft names it is about (by key or name, among those the caller
+    may see), or a SearchError that says which are: a typo would silently take every high band."""
+    if value is None:
+        return None
+    found, unknown = named_keys("feature", [value], scope.products)
+    if unknown is not None:
+        raise SearchError(f"draft_feature: {not_named('feature', unknown, scope.products)}.")
+    return found[0]
 
 
 class DraftPlan(pipeline.Plan):
