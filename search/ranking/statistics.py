@@ -298,7 +298,8 @@ def known_words(scope: Scope) -> dict[str, float]:
         return {}
     if scope.products is None:
         return corpus()[1]
-    return _sample_words(scope.products, corpus(scope.products)[0]) or {}
+    kept_n = _scoped_n.get((db.alias(), tuple(scope.products)))  # a scope too small to keep them has none
+    return (_sample_words(scope.products, kept_n[1]) or {}) if kept_n else {}
 
 
 def _sample_words(products: Sequence[int], n: float) -> dict[str, float] | None:
