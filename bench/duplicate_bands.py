@@ -57,13 +57,7 @@ def candidates(
         # The report's own words are counted in the statistics, as search_eval's duplicate task does.
         plan = duplicates.DraftPlan(title, body, "hybrid", config.current().arm_depth, shared_by=2 if body else 1)
         ranking = pipeline.rank(plan, scope)
-        found = duplicates.evidence(ranking.order()[:TOP], plan, ranking)
-    ceiling, out = 1.0, []
-    for row, seen in found:
-        elsewhere = feature is not None and row["feature"] not in (None, feature)
-        ceiling = min(duplicates._confidence(seen, elsewhere), ceiling)
-        out.append((row, seen, ceiling))
-    return out
+        return duplicates.evidence(ranking.order()[:TOP], plan, ranking, feature)
 
 
 def stored(keys: list[str]) -> dict[str, tuple]:

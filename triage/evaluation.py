@@ -8,7 +8,7 @@ filed before the run (never the future). `search_eval --from-links` prints it
 (search.evaluation.labels).
 """
 
-from search.evaluation import labels
+from search.evaluation import labels, metrics
 from search.query.scope import Filters, build_scope
 
 from . import failures, junit, matching
@@ -39,24 +39,24 @@ def decisions(products: list[str] | None) -> labels.LabelReport | None:
     if products:
         chosen = chosen.filter(product__key__in=products)
     confirmed, rejected, unread = [], [], 0
+    ranked: dict[tuple[int, str], list[str]] = {}  # (run, signature) -> its bugs' keys: a cause ranked once
     for decision in chosen:
-        reading = _reading(decision)
-        if reading is None:
+        cause = (decision.run_id, decision.signature)
+        if cause not in ranked:
+            ranked[cause] = _ranked(decision)
+        if ranked[cause] is None:
             unread += 1
             continue
-        filters = Filters(entities=("bug",), products=(decision.product.key,), created_before=decision.run.created_at)
-        ranked = matching.match({reading.signature: reading}, build_scope(filters, None))[reading.signature]
-        keys = [match.key for match in ranked][:DEPTH]
-        rank = keys.index(decision.bug.key) + 1 if decision.bug.key in keys else None
-        (confirmed if decision.decision == Decision.CONFIRMED else rejected).append(rank)
+        judged = {decision.bug.key: 1}
+        (confirmed if decision.decision == Decision.CONFIRMED else rejected).append((ranked[cause], judged))
     if not confirmed and not rejected:
         return None
     data = {
         "confirmed": len(confirmed),
-        f"recall@{TOP}": _share(confirmed, lambda rank: rank is not None and rank <= TOP),
-        f"mrr@{DEPTH}": sum(1 / rank for rank in confirmed if rank) / len(confirmed) if confirmed else None,
+        f"recall@{TOP}": _mean(confirmed, lambda keys, judged: metrics.recall_at_k(keys, judged, TOP)),
+        f"mrr@{DEPTH}": _mean(confirmed, lambda keys, judged: metrics.reciprocal_rank_at_k(keys, judged, DEPTH)),
         "rejected": len(rejected),
-        "rejected_first": _share(rejected, lambda rank: rank == 1),
+        "rejected_first": _mean(rejected, lambda keys, judged: metrics.hit_at_k(keys, judged, 1)),
         "unread": unread,
     }
     recall, mrr = _shown(data[f"recall@{TOP}"]), _shown(data[f"mrr@{DEPTH}"])
@@ -69,8 +69,21 @@ def decisions(products: list[str] | None) -> labels.LabelReport | None:
     return labels.LabelReport("triage decisions", lines, data)
 
 
-def _share(ranks: list, hit) -> float | None:
-    return sum(1 for rank in ranks if hit(rank)) / len(ranks) if ranks else None
+def _ranked(decision: Decision) -> list[str] | None:
+    """The keys of the bugs triage ranks for the decision's cause, best first, among its product's
+    bugs filed before the run, no decision applied; None when the cause cannot be read again."""
+    reading = _reading(decision)
+    if reading is None:
+        return None
+    filters = Filters(entities=("bug",), products=(decision.product.key,), created_before=decision.run.created_at)
+    return [
+        match.key
+        for match in matching.match({reading.signature: reading}, build_scope(filters, None))[reading.signature]
+    ]
+
+
+def _mean(judged: list, metric) -> float | None:
+    return sum(metric(keys, grades) for keys, grades in judged) / len(judged) if judged else None
 
 
 def _shown(value: float | None) -> str:

@@ -118,15 +118,19 @@ class Evidence:
     same_title: bool
 
 
-def evidence(page: list[fusion.Candidate], plan: "DraftPlan", ranking: pipeline.Ranking) -> list[tuple[dict, Evidence]]:
-    """Each candidate of `page` still there: its row (_page_rows) and its evidence."""
+def evidence(
+    page: list[fusion.Candidate], plan: "DraftPlan", ranking: pipeline.Ranking, draft_feature: str | None = None
+) -> list[tuple[dict, Evidence, float]]:
+    """Each candidate of `page` still there: its row (_page_rows), its evidence and its confidence.
+    A reporter reads the list top down, so a candidate never shows more confidence (nor a
+    higher band) than the one ranked above it; its evidence (`why`) is its own."""
     if not page:
         return []
     vector = ranking.semantic.vector if ranking.semantic else None
     rows = _page_rows([c.id for c in page], [t.tsquery for t in plan.terms], vector)
     wanted = fusion.normalize_title(plan.title)
     title_idf = sum(plan.idf[t.tsquery] for t in plan.terms if t.tsquery in plan.in_title) or 1.0
-    found = []
+    found, ceiling = [], 1.0
     for candidate in page:
         row = rows.get(candidate.id)
         if row is None:  # deleted since it was ranked
@@ -136,8 +140,10 @@ def evidence(page: list[fusion.Candidate], plan: "DraftPlan", ranking: pipeline.
             for t in plan.terms
             if t.tsquery in row["shared"] and t.tsquery in plan.in_title and t.tsquery in row["title_shared"]
         )
-        same_title = fusion.normalize_title(row["title"]) == wanted
-        found.append((row | {"candidate": candidate}, Evidence(row["similarity"], in_title / title_idf, same_title)))
+        seen = Evidence(row["similarity"], in_title / title_idf, fusion.normalize_title(row["title"]) == wanted)
+        elsewhere = draft_feature is not None and row["feature"] not in (None, draft_feature)
+        ceiling = min(_confidence(seen, elsewhere), ceiling)
+        found.append((row | {"candidate": candidate}, seen, ceiling))
     return found
 
 
@@ -150,14 +156,8 @@ def _explained(
     draft_feature: str | None = None,
 ):
     results = []
-    ceiling = 1.0  # the confidence of the candidate ranked above: none shows more (see below)
-    for row, seen in evidence(page, plan, ranking):
+    for row, seen, confidence in evidence(page, plan, ranking, draft_feature):
         shared = [t for t in plan.terms if t.tsquery in row["shared"]]
-        # Show what ranks: a reporter reads the list top down, so a candidate never
-        # shows more confidence (nor a higher band) than the one ranked above it;
-        # its evidence (`why`) is its own.
-        elsewhere = draft_feature is not None and row["feature"] not in (None, draft_feature)
-        confidence = ceiling = min(_confidence(seen, elsewhere), ceiling)
         results.append(
             DuplicateCandidate(
                 kind="bug" if full else None,

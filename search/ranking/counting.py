@@ -96,7 +96,7 @@ SAMPLED_DOCUMENTS = 2000
 WORDS_SAMPLED = 20_000
 WORDS_FROM = 16
 WORDS_KEPT = 256  # product sets whose sample's words are kept
-# (alias, products, buckets) -> (when read, lexeme -> the sample's records holding it, scaled)
+# (alias, products, N, buckets) -> (when read, lexeme -> the sample's records holding it, scaled)
 _words: OrderedDict[tuple, tuple[float, dict[str, float]]] = OrderedDict()
 
 
@@ -135,7 +135,9 @@ def sample_words(products: Sequence[int] | None, n: float, keep: bool) -> dict[s
     some products they are what the statistics' common words are to one who
     sees all (search.ranking.statistics), read from their own records only."""
     buckets = _buckets(n, WORDS_SAMPLED)
-    key = (db.alias(), None if products is None else tuple(sorted(products)), buckets)
+    # N in the key: records added or deleted are read at once, and another corpus's words (a
+    # test's, an evaluation's) are never taken for these.
+    key = (db.alias(), None if products is None else tuple(sorted(products)), round(n), buckets)
     with _counts_lock:
         kept = _words.get(key)
     stale = behind.answer_stale(time.monotonic() - kept[0], CACHE_SECONDS) if keep and kept else False

@@ -1,7 +1,7 @@
 """Corpus statistics for the keyword arm: N, document frequencies, idf, recent months.
 
 A word's document frequency never depends on how ANALYZE sampled: below
-CACHED_FROM records every word is counted exactly; from there the common
+WORDS_SAMPLED_FROM records every word is counted exactly; from there the common
 words come from a sample of records chosen by a hash of their ids
 (counting.sample_words: all of them up to 20,000), read every
 CACHE_SECONDS, and the rest are rare by definition and counted exactly
@@ -44,6 +44,10 @@ _stats_cache: dict[str, dict] = {}
 # (alias, products) -> (when counted, N): a restricted user's N, kept as the whole corpus's is.
 _scoped_n: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
 CACHED_FROM = 10_000  # a corpus this large is counted at most every CACHE_SECONDS; a smaller one always
+# From this many records the common words come from their sample (counting.sample_words, kept and
+# read again behind the search): counting a word every record holds, every search, took 7 ms at
+# 5,000 records (it reads them all); below, every word is counted, a few hundred rows at most.
+WORDS_SAMPLED_FROM = 2_000
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 # Within kept(): (alias, products) -> (N, tsquery -> df), each counted once.
 _kept: ContextVar[dict | None] = ContextVar("kept", default=None)
@@ -85,12 +89,12 @@ CORPUS_SQL = f"""
 
 def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
     """(N, lexeme or token -> fraction of documents): the markers' tokens from
-    the column statistics, and from CACHED_FROM records the common words of
+    the column statistics, and from WORDS_SAMPLED_FROM records the common words of
     their sample (counting.sample_words); for some `products` only, (their N
     counted, no fractions)."""
     alias = db.alias()
     if products is not None:
-        key = (alias, tuple(products))
+        key = _scoped_key(products)
         at, n = _scoped_n.get(key, (0.0, 0.0))
         if time.monotonic() - at >= CACHE_SECONDS:
             with db.cursor() as cursor:
@@ -113,6 +117,10 @@ def corpus(products: Sequence[int] | None = None) -> tuple[float, dict[str, floa
     return _read(alias)
 
 
+def _scoped_key(products: Sequence[int]) -> tuple:
+    return (db.alias(), tuple(products))
+
+
 def _read(alias: str) -> tuple[float, dict[str, float]]:
     """corpus() for everyone, read now (and kept from CACHED_FROM records)."""
     if layout.known():
@@ -128,16 +136,24 @@ def _read(alias: str) -> tuple[float, dict[str, float]]:
     if counted >= CACHED_FROM or counted == reltuples:
         for elements, freqs in rows:
             freq.update(token_statistics.listed(elements, freqs))
-    return _with_words(alias, float(max(counted, 1)), freq)
+    return _with_words(alias, float(max(counted, 1)), freq, keep=counted >= CACHED_FROM)
 
 
-def _with_words(alias: str, n: float, freq: dict[str, float]) -> tuple[float, dict[str, float]]:
-    """corpus()'s answer, with the common words of a sample of all N records from CACHED_FROM
-    (their tokens too), kept for CACHE_SECONDS; below, every word is counted, cheaply, every time."""
-    if n >= CACHED_FROM:
-        freq |= {word: count / n for word, count in counting.sample_words(None, n, keep=False).items()}
+def _with_words(alias: str, n: float, freq: dict[str, float], keep: bool) -> tuple[float, dict[str, float]]:
+    """corpus()'s answer, with the common words of a sample of all N records (their tokens too)
+    from WORDS_SAMPLED_FROM, and kept for CACHE_SECONDS when `keep` (the words are kept by
+    sample_words itself otherwise); below, every word is counted, cheaply, every time."""
+    if _sampled(n):
+        words = counting.sample_words(None, n, keep=not keep)  # one cache for each figure
+        freq |= {word: count / n for word, count in words.items()}
+    if keep:
         _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}
     return n, freq
+
+
+def _sampled(n: float) -> bool:
+    """Whether a corpus of N records reads its common words from a sample (else counts each)."""
+    return n >= WORDS_SAMPLED_FROM or n >= CACHED_FROM
 
 
 def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
@@ -156,9 +172,7 @@ def _across_shards(alias: str) -> tuple[float, dict[str, float]]:
     freq = {}
     if not unanalyzed and (counted >= CACHED_FROM or counted == reltuples):
         freq = token_statistics.combined(shards, float(max(counted, 1)), config.current().exact_limit)
-    n, freq = _with_words(alias, float(max(counted, 1)), freq)
-    _stats_cache[alias] = {"at": time.monotonic(), "n": n, "freq": freq}  # every refresh asks every worker
-    return n, freq
+    return _with_words(alias, float(max(counted, 1)), freq, keep=True)  # every refresh asks every worker
 
 
 def recent_months(fraction: float, products: Sequence[int] | None = None) -> tuple[str, float] | None:
@@ -221,7 +235,7 @@ MONTHS_SINCE_SQL = (
 def document_frequencies(tsqueries: list[str], products: Sequence[int] | None = None) -> tuple[float, dict[str, float]]:
     """N, and the df of each term's tsquery: from the sample's common words
     (corpus) when its lexeme is one, else counted: exactly below
-    CACHED_FROM records, from there capped (past the cap a term is common,
+    WORDS_SAMPLED_FROM records, from there capped (past the cap a term is common,
     and its idf small and flat anyway). Over the records of `products` when
     given (None: all). Inside kept(), each once."""
     memo = _kept.get()
@@ -257,7 +271,7 @@ def _frequencies(tsqueries: set[str], products: Sequence[int] | None) -> tuple[f
         # Over some products, as their scope asks: their words' own index (Scope.words).
         within = "" if products is None else "AND d.product_id = ANY(%(products)s) "
         words = words_match("{q}::tsquery", None if products is None else "%(products)s::bigint[]")
-        cap = config.current().exact_limit + 1 if n >= CACHED_FROM else None  # below, cheap however common
+        cap = config.current().exact_limit + 1 if _sampled(n) else None  # below, cheap however common
         counted = counting.count_each(to_count, words, within, {"products": list(products or ())}, cap=cap)
         df.update({q: float(count) for q, count in counted.items()})
     return n, df
@@ -298,7 +312,7 @@ def known_words(scope: Scope) -> dict[str, float]:
         return {}
     if scope.products is None:
         return corpus()[1]
-    kept_n = _scoped_n.get((db.alias(), tuple(scope.products)))  # a scope too small to keep them has none
+    kept_n = _scoped_n.get(_scoped_key(scope.products))  # a scope too small to keep them has none
     return (_sample_words(scope.products, kept_n[1]) or {}) if kept_n else {}
 
 

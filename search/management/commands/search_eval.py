@@ -88,6 +88,7 @@ class Command(BaseCommand):
         bars = progress_bars(progress)
         labelled = []
         if from_links:
+            self.known(products)
             labelled = labels.reports(products)
             report, duplicate_report, ranking = self.from_links(modes, products, limit_queries, bars, labelled)
         else:
@@ -118,13 +119,17 @@ class Command(BaseCommand):
                 data["labels"] = {other.name: other.data for other in labelled}
             Path(json_file).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
-    def from_links(self, modes, products, limit_queries, bars, labelled):
-        """This database, read as it is: its duplicate links are the judgments; (None, None,
-        None) when it has none but other `labelled` judgments (search.evaluation.labels)."""
+    @staticmethod
+    def known(products):
+        """--product's keys, each a product's, before anything is ranked."""
         if products:
             known = set(Product.objects.filter(key__in=products).values_list("key", flat=True))
             if missing := [key for key in products if key not in known]:
                 raise CommandError(f"--product {missing[0]}: no such product; the keys are like PRD-1")
+
+    def from_links(self, modes, products, limit_queries, bars, labelled):
+        """This database, read as it is: its duplicate links are the judgments; (None, None,
+        None) when it has none but other `labelled` judgments (search.evaluation.labels)."""
         judged_set = judged_set_from_links(products)
         if not judged_set.queries and labelled:
             return None, None, None
