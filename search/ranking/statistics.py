@@ -312,21 +312,21 @@ def known_words(scope: Scope) -> dict[str, float]:
         return {}
     if scope.products is None:
         return corpus()[1]
-    kept_n = _scoped_n.get(_scoped_key(scope.products))  # a scope too small to keep them has none
-    return (_sample_words(scope.products, kept_n[1]) or {}) if kept_n else {}
+    n, _ = corpus(scope.products)
+    return (_sample_words(scope.products, n) or {}) if _sampled(n) else {}  # a smaller scope keeps none
 
 
 def _sample_words(products: Sequence[int], n: float) -> dict[str, float] | None:
-    """counting.sample_words for a corpus large enough to keep them (CACHED_FROM,
-    as the column statistics are kept), or inside kept() for the block; else None
-    (reading them would cost a search more than it saves)."""
+    """counting.sample_words for a scope large enough to keep them (WORDS_SAMPLED_FROM
+    records, as everyone's are), or inside kept() for the block; else None (reading
+    them would cost a search more than it saves)."""
     memo = _kept.get()
     key = ("words", db.alias(), tuple(sorted(products)))
     if memo is not None and key in memo:
         return memo[key]
-    if memo is None and n < CACHED_FROM:
+    if memo is None and not _sampled(n):
         return None
-    words = counting.sample_words(products, n, keep=n >= CACHED_FROM)
+    words = counting.sample_words(products, n, keep=_sampled(n))
     if memo is not None:
         memo[key] = words
     return words
